@@ -1,0 +1,113 @@
+/* The seam between scheduling policies and a device.
+ *
+ * A policy (core/) holds every task's software queues and decides which
+ * command goes to the device and when. A device (the simulator now, gpumuxd on
+ * a real GPU later) tells the policy what happens: a command was launched by a
+ * host, a command completed, a timer fired. The policy answers through the
+ * device's four calls: now, submit, migrate, set_timer. Policies never see
+ * which world they are in.
+ *
+ * Locking: none here. Each device calls its policy from one thread at a time,
+ * and the policy calls the device back only from inside those calls.
+ */
+#ifndef GPUMUX_SCHED_H
+#define GPUMUX_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpumux/workload.h"
+
+#define GMX_MAX_TASKS 64
+#define GMX_PRIORITY_LEVELS 10 /* 0 highest */
+
+/* A command in a task's software queue, as a policy sees it. */
+typedef struct gmx_cmd {
+	uint64_t seq;         /* device-wide launch order, unique */
+	uint32_t task;        /* task index */
+	int16_t stream;       /* stream within the task */
+	uint8_t kind;         /* gmx_op_kind_t: KERNEL, COPY_*, MEMSET */
+	uint64_t kernel_id;   /* identity (name, grid, block, shared memory); 0 if unknown */
+	int64_t predicted_ns; /* expected solo GPU time */
+	const gmx_op_t *op;   /* launch details (args, regions) or NULL */
+	const gmx_workload_t *workload; /* owner of op's pools, or NULL */
+	struct gmx_cmd *next; /* queue link, owned by the policy while queued */
+} gmx_cmd_t;
+
+/* A memory movement a policy orders: a range of a task's memory to the device
+ * (load) or to the host (evict). */
+typedef struct gmx_migration {
+	uint32_t task;
+	uint32_t buffer;
+	uint64_t offset, length;
+	uint8_t to_device; /* 1 load, 0 evict */
+} gmx_migration_t;
+
+/* What a device offers a policy. */
+typedef struct gmx_device {
+	void *ctx;
+	/* Current device time in ns. */
+	int64_t (*now)(void *ctx);
+	/* Releases a queued command to the hardware. 0 or a negative errno. */
+	int (*submit)(void *ctx, gmx_cmd_t *cmd);
+	/* Orders a migration; may be NULL on devices that cannot migrate. */
+	int (*migrate)(void *ctx, const gmx_migration_t *m);
+	/* Asks for on_timer at time `at` (replaces any earlier request). */
+	void (*set_timer)(void *ctx, int64_t at);
+} gmx_device_t;
+
+/* Tunables every policy understands; each has a default and bounds in sched.c. */
+typedef struct gmx_sched_params {
+	int64_t slice_ns;      /* timeslice length */
+	uint32_t inflight_max; /* commands per task released ahead of completion */
+} gmx_sched_params_t;
+
+typedef struct gmx_policy gmx_policy_t;
+
+/* A scheduling policy: a name and its event handlers. */
+typedef struct gmx_policy_ops {
+	const char *name;
+	const char *summary;
+	/* Allocates the policy's state into *out. 0 or -ENOMEM/-EINVAL. */
+	int (*create)(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out);
+	/* Frees the state; queued commands are not owned by the policy. */
+	void (*destroy)(gmx_policy_t *p);
+	/* Registers task `task` with a priority 0..9 (0 highest). */
+	int (*task_add)(gmx_policy_t *p, uint32_t task, int priority);
+	/* Task `task` has finished its work and will launch nothing more. */
+	void (*task_done)(gmx_policy_t *p, uint32_t task);
+	/* A host launched `cmd` (queued in stream order). */
+	void (*on_launch)(gmx_policy_t *p, gmx_cmd_t *cmd);
+	/* The device finished `cmd`. */
+	void (*on_complete)(gmx_policy_t *p, gmx_cmd_t *cmd);
+	/* The timer set with set_timer fired. */
+	void (*on_timer)(gmx_policy_t *p);
+	/* The host of `task` is blocked waiting for the device (a synchronisation). */
+	void (*on_host_wait)(gmx_policy_t *p, uint32_t task);
+} gmx_policy_ops_t;
+
+/* Fills *p with the documented defaults (2 ms slice, 2 commands in flight). */
+void gmx_sched_params_default(gmx_sched_params_t *p);
+
+/* Checks params against their bounds; writes the reason into err. 0 or -EINVAL. */
+int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len);
+
+/* The policy registered under `name`, or NULL. */
+const gmx_policy_ops_t *gmx_sched_find(const char *name);
+
+/* Writes the registered policy names, separated by '|', into buf. */
+void gmx_sched_names(char *buf, size_t len);
+
+/* Per-stream FIFO of commands: the building block every policy queues with. */
+typedef struct gmx_cmd_queue {
+	gmx_cmd_t *head, *tail;
+	uint32_t length;
+} gmx_cmd_queue_t;
+
+/* Appends cmd at the tail. */
+void gmx_cmd_queue_push(gmx_cmd_queue_t *q, gmx_cmd_t *cmd);
+
+/* Removes and returns the head, or NULL when empty. */
+gmx_cmd_t *gmx_cmd_queue_pop(gmx_cmd_queue_t *q);
+
+#endif

@@ -1,0 +1,800 @@
+/* The discrete-event engine: host threads, per-stream hardware queues, one
+ * execution engine shared by contexts, two copy engines, and the memory mode.
+ * Policies (core/) decide what reaches the hardware queues. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "ideal.h"
+#include "memspace.h"
+#include "sim.h"
+#include "um.h"
+
+enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_STOP };
+enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_COUNT };
+enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
+
+typedef struct scmd {
+	gmx_cmd_t c;
+	int64_t issue;     /* host issue time */
+	int64_t dur;       /* scaled solo duration */
+	int64_t compute_left;
+	uint64_t pages_total, pages_left;
+	gmx_access_cursor_t cur;
+	uint32_t slot, op_index;
+	uint64_t unit;
+	uint8_t engine;
+	struct scmd *hw_next;
+	struct scmd *live_prev, *live_next; /* every command alive, freed at the end */
+} scmd_t;
+
+typedef struct slot {
+	int16_t stream;
+	scmd_t *hw_head, *hw_tail; /* submitted, not started */
+	scmd_t *busy;
+	uint32_t outstanding;      /* launched, not completed */
+	int64_t last_end;
+} slot_t;
+
+typedef struct stask {
+	const gmx_sim_task_t *cfg;
+	const gmx_workload_t *w;
+	slot_t *slots;
+	uint32_t n_slots;
+	uint32_t pc;
+	uint64_t unit;
+	int host;
+	int16_t wait_stream; /* -1 all */
+	int wait_unit_end;
+	uint64_t outstanding;
+	int64_t unit_start;
+	int64_t *arrivals;
+	uint32_t arr_head, arr_n, arr_cap;
+	uint32_t next_gap;
+	double *lat;
+	uint64_t n_lat, cap_lat;
+	uint64_t units_done;
+	int done;
+	int64_t done_time;
+	double scale_mem, scale_compute;
+	uint64_t exec_unit;
+	uint32_t exec_op;
+} stask_t;
+
+typedef struct sim {
+	const gmx_sim_config_t *cfg;
+	const gmx_preset_t *dev;
+	gmx_event_queue_t q;
+	int64_t now;
+	int stop;
+	stask_t *t;
+	uint32_t n;
+	gmx_policy_t *policy;
+	uint64_t next_seq, timer_gen;
+	uint32_t running[ENG_COUNT];
+	int ee_task, ee_last_task;
+	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
+	gmx_memspace_t mem;
+	gmx_ideal_t *ideal;
+	int64_t *progress;
+	uint64_t rng;
+	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
+	scmd_t *live;
+	int error;
+	char *err;
+	size_t err_len;
+} sim_t;
+
+static const char *const mem_names[GMX_MEM_MODE_COUNT] = {"inmem", "um", "ideal"};
+
+const char *gmx_mem_mode_name(gmx_mem_mode_t m)
+{
+	return m < GMX_MEM_MODE_COUNT ? mem_names[m] : "?";
+}
+
+int gmx_mem_mode_parse(const char *name)
+{
+	for (int i = 0; i < GMX_MEM_MODE_COUNT; i++)
+		if (!strcmp(name, mem_names[i]))
+			return i;
+	return -1;
+}
+
+static void fail(sim_t *s, int rc, const char *msg)
+{
+	if (!s->error) {
+		s->error = rc;
+		snprintf(s->err, s->err_len, "%s", msg);
+	}
+	s->stop = 1;
+}
+
+static void push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b)
+{
+	if (gmx_events_push(&s->q, at, kind, a, b))
+		fail(s, -ENOMEM, "out of memory for events");
+}
+
+/* splitmix64: a small, well-known generator; deterministic across platforms. */
+static uint64_t rng_next(sim_t *s)
+{
+	uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int64_t seconds_ns(double sec)
+{
+	return (int64_t)llround(sec * 1e9);
+}
+
+/* ---- device side ---------------------------------------------------------- */
+
+static int64_t dev_now(void *ctx)
+{
+	return ((sim_t *)ctx)->now;
+}
+
+static void try_start(sim_t *s);
+
+static int dev_submit(void *ctx, gmx_cmd_t *c)
+{
+	sim_t *s = ctx;
+	scmd_t *x = (scmd_t *)c;
+	slot_t *sl = &s->t[c->task].slots[x->slot];
+	x->hw_next = NULL;
+	if (sl->hw_tail)
+		sl->hw_tail->hw_next = x;
+	else
+		sl->hw_head = x;
+	sl->hw_tail = x;
+	try_start(s);
+	return 0;
+}
+
+static void dev_set_timer(void *ctx, int64_t at)
+{
+	sim_t *s = ctx;
+	push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
+}
+
+static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
+{
+	if (eng == ENG_EXEC)
+		return s->running[ENG_EXEC] == 0 || s->ee_task == (int)task;
+	return s->running[eng] == 0;
+}
+
+/* Starts every submitted command whose stream and engine are free, earliest
+ * launch first. Commands of one context may overlap on the execution engine
+ * (streams run concurrently); different contexts never do. */
+static void try_start(sim_t *s)
+{
+	for (;;) {
+		scmd_t *best = NULL;
+		for (uint32_t t = 0; t < s->n; t++)
+			for (uint32_t k = 0; k < s->t[t].n_slots; k++) {
+				slot_t *sl = &s->t[t].slots[k];
+				scmd_t *x = sl->hw_head;
+				if (!x || sl->busy || !engine_free(s, x->engine, t))
+					continue;
+				if (!best || x->c.seq < best->c.seq)
+					best = x;
+			}
+		if (!best)
+			return;
+		stask_t *tk = &s->t[best->c.task];
+		slot_t *sl = &tk->slots[best->slot];
+		sl->hw_head = best->hw_next;
+		if (!sl->hw_head)
+			sl->hw_tail = NULL;
+		sl->busy = best;
+		int64_t at = s->now;
+		if (best->issue + s->dev->launch_ns > at)
+			at = best->issue + s->dev->launch_ns;
+		if (sl->last_end + s->dev->kernel_gap_ns > at && sl->last_end > 0)
+			at = sl->last_end + s->dev->kernel_gap_ns;
+		if (best->engine == ENG_EXEC) {
+			if (s->ee_last_task >= 0 && s->ee_last_task != (int)best->c.task)
+				at += s->dev->ctx_switch_ns;
+			s->ee_task = s->ee_last_task = (int)best->c.task;
+		}
+		s->running[best->engine]++;
+		push(s, at, EV_START, best->c.task, (uint64_t)(uintptr_t)best);
+	}
+}
+
+static void um_resume(sim_t *s, scmd_t *x);
+
+static void cmd_begin(sim_t *s, scmd_t *x)
+{
+	stask_t *tk = &s->t[x->c.task];
+	const gmx_op_t *op = x->c.op;
+	if (x->engine == ENG_EXEC) {
+		tk->exec_unit = x->unit;
+		tk->exec_op = x->op_index;
+	}
+	if (x->engine != ENG_EXEC || !op->region_count || s->cfg->mem == GMX_MEM_INMEM) {
+		push(s, s->now + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		return;
+	}
+	if (s->cfg->mem == GMX_MEM_IDEAL) {
+		for (uint32_t t = 0; t < s->n; t++)
+			s->progress[t] = gmx_ideal_task_time(s->ideal, t, s->t[t].exec_unit, s->t[t].exec_op);
+		gmx_ideal_moves_t mv;
+		if (gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv)) {
+			fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+			return;
+		}
+		/* Perfect foresight: loads overlap the previous kernel, evictions run on
+		 * the other copy engine at the same time. */
+		int64_t begin_in = s->h2d_free > s->prev_ee_start ? s->h2d_free : s->prev_ee_start;
+		int64_t begin_out = s->d2h_free > s->prev_ee_start ? s->d2h_free : s->prev_ee_start;
+		if (mv.in_bytes)
+			s->h2d_free = begin_in + (int64_t)((double)mv.in_bytes / s->dev->link_in_gbps);
+		if (mv.out_bytes)
+			s->d2h_free = begin_out + (int64_t)((double)mv.out_bytes / s->dev->link_out_gbps);
+		int64_t start = s->now;
+		if (mv.in_bytes && s->h2d_free > start)
+			start = s->h2d_free;
+		if (mv.out_bytes && s->d2h_free > start)
+			start = s->d2h_free;
+		s->prev_ee_start = start;
+		push(s, start + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		return;
+	}
+	/* Unified memory: run until the next missing page, fault, resume. */
+	x->pages_total = x->pages_left = gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+	x->compute_left = x->dur;
+	memset(&x->cur, 0, sizeof(x->cur));
+	um_resume(s, x);
+}
+
+static void um_resume(sim_t *s, scmd_t *x)
+{
+	stask_t *tk = &s->t[x->c.task];
+	const gmx_op_t *op = x->c.op;
+	int done;
+	uint64_t passed = gmx_um_seek_missing(&s->mem, x->c.task, &tk->w->regions[op->region_first],
+					      op->region_count, &x->cur, &done);
+	if (done) {
+		push(s, s->now + x->compute_left, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		return;
+	}
+	if (passed > x->pages_left)
+		passed = x->pages_left;
+	int64_t run = x->pages_left ? (int64_t)((double)x->compute_left * (double)passed / (double)x->pages_left) : 0;
+	x->pages_left -= passed;
+	x->compute_left -= run;
+	push(s, s->now + run, EV_FAULT, x->c.task, (uint64_t)(uintptr_t)x);
+}
+
+static void um_fault(sim_t *s, scmd_t *x)
+{
+	stask_t *tk = &s->t[x->c.task];
+	const gmx_op_t *op = x->c.op;
+	gmx_um_batch_t b;
+	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, &tk->w->regions[op->region_first], op->region_count,
+				x->cur, ++s->stamp, s->now, &b);
+	if (rc) {
+		fail(s, rc, "a fault batch needs more memory than the device holds");
+		return;
+	}
+	int64_t at = s->now;
+	if (b.entries) {
+		s->faults++;
+		s->fault_entries += b.entries;
+		s->throttles += b.throttles;
+		int64_t begin = s->um_free > s->now ? s->um_free : s->now; /* one fault handler */
+		s->um_free = begin + b.cost_ns;
+		at = s->um_free;
+	}
+#ifdef GMX_CHECK_INVARIANTS
+	char msg[160];
+	if (gmx_memspace_check(&s->mem, msg, sizeof(msg))) {
+		fail(s, -EFAULT, msg);
+		return;
+	}
+#endif
+	push(s, at, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+static void host_run(sim_t *s, uint32_t t);
+
+static void start_unit(sim_t *s, uint32_t t, int64_t started)
+{
+	stask_t *tk = &s->t[t];
+	tk->pc = 0;
+	tk->unit_start = started;
+	tk->host = HOST_RUNNING;
+	push(s, s->now + (int64_t)tk->w->ops[0].think_ns, EV_HOST, t, 0);
+}
+
+static void next_arrival(sim_t *s, uint32_t t)
+{
+	stask_t *tk = &s->t[t];
+	const gmx_sim_task_t *c = tk->cfg;
+	double gap;
+	if (c->arrival == GMX_ARRIVAL_POISSON) {
+		double u = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+		gap = -log(u) / c->rate_per_s;
+	} else {
+		gap = c->gaps_s[tk->next_gap++ % c->n_gaps];
+	}
+	push(s, s->now + seconds_ns(gap), EV_ARRIVAL, t, 0);
+}
+
+static int record_latency(stask_t *tk, double sec)
+{
+	if (tk->n_lat == tk->cap_lat) {
+		uint64_t ncap = tk->cap_lat ? tk->cap_lat * 2 : 256;
+		double *p = realloc(tk->lat, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		tk->lat = p;
+		tk->cap_lat = ncap;
+	}
+	tk->lat[tk->n_lat++] = sec;
+	return 0;
+}
+
+static void unit_complete(sim_t *s, uint32_t t)
+{
+	stask_t *tk = &s->t[t];
+	if (record_latency(tk, (double)(s->now - tk->unit_start) / 1e9))
+		fail(s, -ENOMEM, "out of memory for latencies");
+	tk->units_done++;
+	tk->unit++;
+	tk->pc = 0;
+	if (tk->cfg->units && tk->units_done >= tk->cfg->units) {
+		tk->done = 1;
+		tk->done_time = s->now;
+		tk->host = HOST_DONE;
+		s->cfg->policy->task_done(s->policy, t);
+		int all = 1;
+		for (uint32_t i = 0; i < s->n; i++)
+			all &= s->t[i].done;
+		if (all)
+			s->stop = 1;
+		return;
+	}
+	if (tk->cfg->arrival == GMX_ARRIVAL_CLOSED) {
+		start_unit(s, t, s->now);
+	} else if (tk->arr_n) {
+		int64_t a = tk->arrivals[tk->arr_head];
+		tk->arr_head = (tk->arr_head + 1) % tk->arr_cap;
+		tk->arr_n--;
+		start_unit(s, t, a);
+	} else {
+		tk->host = HOST_IDLE;
+	}
+}
+
+static uint32_t slot_of(const stask_t *tk, int16_t stream)
+{
+	for (uint32_t k = 0; k < tk->n_slots; k++)
+		if (tk->slots[k].stream == stream)
+			return k;
+	return 0; /* unreachable: slots are built from the workload's own streams */
+}
+
+static int sync_satisfied(const stask_t *tk)
+{
+	if (tk->wait_unit_end || tk->wait_stream < 0)
+		return tk->outstanding == 0;
+	return tk->slots[slot_of(tk, tk->wait_stream)].outstanding == 0;
+}
+
+static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
+{
+	stask_t *tk = &s->t[t];
+	scmd_t *x = calloc(1, sizeof(*x));
+	if (!x) {
+		fail(s, -ENOMEM, "out of memory for commands");
+		return;
+	}
+	x->live_next = s->live;
+	if (s->live)
+		s->live->live_prev = x;
+	s->live = x;
+	x->c.seq = ++s->next_seq;
+	x->c.task = t;
+	x->c.stream = op->stream;
+	x->c.kind = op->kind;
+	x->c.op = op;
+	x->c.workload = tk->w;
+	x->issue = s->now;
+	x->slot = slot_of(tk, op->stream);
+	x->op_index = tk->pc;
+	x->unit = tk->unit;
+	double d = (double)op->duration_ns;
+	if (op->kind == GMX_OP_COPY_H2D || op->kind == GMX_OP_COPY_D2H) {
+		x->engine = op->kind == GMX_OP_COPY_H2D ? ENG_H2D : ENG_D2H;
+		if (!op->duration_ns)
+			d = (double)op->bytes / s->dev->link_serial_gbps;
+	} else {
+		x->engine = ENG_EXEC;
+		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
+		     : op->klass == GMX_CLASS_MEMORY ? tk->scale_mem
+						      : sqrt(tk->scale_compute * tk->scale_mem);
+	}
+	x->dur = (int64_t)llround(d);
+	x->c.predicted_ns = x->dur;
+	tk->outstanding++;
+	tk->slots[x->slot].outstanding++;
+	s->cfg->policy->on_launch(s->policy, &x->c);
+}
+
+/* Issues ops until the host must wait: think time, a synchronisation, or the
+ * end of the unit (an implicit device synchronisation: the unit's result). */
+static void host_run(sim_t *s, uint32_t t)
+{
+	stask_t *tk = &s->t[t];
+	const gmx_workload_t *w = tk->w;
+	while (!s->stop) {
+		const gmx_op_t *op = &w->ops[tk->pc];
+		switch (op->kind) {
+		case GMX_OP_KERNEL:
+		case GMX_OP_COPY_H2D:
+		case GMX_OP_COPY_D2H:
+		case GMX_OP_MEMSET:
+			issue_gpu_op(s, t, op);
+			break;
+		case GMX_OP_SYNC:
+			tk->wait_stream = op->stream;
+			tk->wait_unit_end = 0;
+			if (!sync_satisfied(tk)) {
+				tk->host = HOST_BLOCKED;
+				s->cfg->policy->on_host_wait(s->policy, t);
+				return;
+			}
+			break;
+		default:
+			break;
+		}
+		tk->pc++;
+		if (tk->pc == w->n_ops) {
+			tk->wait_unit_end = 1;
+			if (tk->outstanding) {
+				tk->host = HOST_BLOCKED;
+				s->cfg->policy->on_host_wait(s->policy, t);
+			} else {
+				unit_complete(s, t);
+			}
+			return;
+		}
+		if (w->ops[tk->pc].think_ns) {
+			push(s, s->now + (int64_t)w->ops[tk->pc].think_ns, EV_HOST, t, 0);
+			return;
+		}
+	}
+}
+
+static void host_wake(sim_t *s, uint32_t t)
+{
+	stask_t *tk = &s->t[t];
+	if (tk->host != HOST_BLOCKED || !sync_satisfied(tk))
+		return;
+	tk->host = HOST_RUNNING;
+	if (tk->wait_unit_end) {
+		tk->wait_unit_end = 0;
+		unit_complete(s, t);
+		return;
+	}
+	tk->pc++;
+	if (tk->pc == tk->w->n_ops) {
+		tk->pc--; /* let host_run see the end of unit through its usual path */
+		tk->wait_unit_end = 1;
+		if (tk->outstanding) {
+			tk->host = HOST_BLOCKED;
+			return;
+		}
+		tk->wait_unit_end = 0;
+		unit_complete(s, t);
+		return;
+	}
+	push(s, s->now + (int64_t)tk->w->ops[tk->pc].think_ns, EV_HOST, t, 0);
+}
+
+static void cmd_end(sim_t *s, scmd_t *x)
+{
+	stask_t *tk = &s->t[x->c.task];
+	slot_t *sl = &tk->slots[x->slot];
+	sl->busy = NULL;
+	sl->last_end = s->now;
+	sl->outstanding--;
+	tk->outstanding--;
+	s->running[x->engine]--;
+	s->kernels++;
+	s->cfg->policy->on_complete(s->policy, &x->c);
+	if (x->live_prev)
+		x->live_prev->live_next = x->live_next;
+	else
+		s->live = x->live_next;
+	if (x->live_next)
+		x->live_next->live_prev = x->live_prev;
+	free(x);
+	host_wake(s, (uint32_t)(tk - s->t));
+	try_start(s);
+}
+
+/* ---- set-up and the loop --------------------------------------------------- */
+
+static int build_task(sim_t *s, uint32_t i)
+{
+	stask_t *tk = &s->t[i];
+	const gmx_sim_task_t *c = &s->cfg->tasks[i];
+	tk->cfg = c;
+	tk->w = c->workload;
+	tk->wait_stream = -1;
+	tk->slots = calloc(64, sizeof(slot_t));
+	if (!tk->slots)
+		return -ENOMEM;
+	uint32_t cap = 64;
+	for (uint32_t k = 0; k < tk->w->n_ops; k++) {
+		const gmx_op_t *op = &tk->w->ops[k];
+		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE)
+			continue;
+		uint32_t j = 0;
+		while (j < tk->n_slots && tk->slots[j].stream != op->stream)
+			j++;
+		if (j < tk->n_slots)
+			continue;
+		if (tk->n_slots == cap) {
+			slot_t *p = realloc(tk->slots, 2 * cap * sizeof(*p));
+			if (!p)
+				return -ENOMEM;
+			memset(p + cap, 0, cap * sizeof(*p));
+			tk->slots = p;
+			cap *= 2;
+		}
+		tk->slots[tk->n_slots++].stream = op->stream;
+	}
+	/* Durations were measured on the workload's device; rescale to this one. */
+	tk->scale_mem = tk->scale_compute = 1.0;
+	const gmx_preset_t *ref = tk->w->device ? gmx_preset_find(tk->w->device) : NULL;
+	if (ref && ref != s->dev) {
+		tk->scale_mem = ref->hbm_gbps / s->dev->hbm_gbps;
+		tk->scale_compute = ref->fp32_tflops / s->dev->fp32_tflops;
+	}
+	if (c->arrival != GMX_ARRIVAL_CLOSED) {
+		tk->arr_cap = 1024;
+		tk->arrivals = calloc(tk->arr_cap, sizeof(int64_t));
+		if (!tk->arrivals)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void on_arrival(sim_t *s, uint32_t t)
+{
+	stask_t *tk = &s->t[t];
+	if (tk->done)
+		return;
+	if (tk->host == HOST_IDLE) {
+		start_unit(s, t, s->now);
+	} else if (tk->arr_n < tk->arr_cap) {
+		tk->arrivals[(tk->arr_head + tk->arr_n) % tk->arr_cap] = s->now;
+		tk->arr_n++;
+	} /* a queue 1024 deep is saturated: further requests are dropped, not queued */
+	next_arrival(s, t);
+}
+
+static double percentile(double *v, uint64_t n, double q)
+{
+	if (!n)
+		return -1;
+	uint64_t rank = (uint64_t)ceil(q * (double)n);
+	if (rank < 1)
+		rank = 1;
+	return v[rank - 1];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static void collect(sim_t *s, gmx_sim_result_t *r)
+{
+	r->sim_time_s = (double)s->now / 1e9;
+	r->n_tasks = s->n;
+	for (uint32_t i = 0; i < s->n; i++) {
+		stask_t *tk = &s->t[i];
+		gmx_task_result_t *o = &r->tasks[i];
+		o->name = tk->cfg->name;
+		o->priority = tk->cfg->priority;
+		o->units = tk->units_done;
+		double frac = 0;
+		if (!tk->done && tk->cfg->arrival == GMX_ARRIVAL_CLOSED && tk->w->n_ops)
+			frac = (double)tk->pc / (double)tk->w->n_ops;
+		o->progress = (double)tk->units_done + frac;
+		o->active_s = (double)(tk->done ? tk->done_time : s->now) / 1e9;
+		o->throughput_per_s = o->active_s > 0 ? o->progress / o->active_s : 0;
+		o->jct_s = tk->done ? (double)tk->done_time / 1e9 : -1;
+		qsort(tk->lat, tk->n_lat, sizeof(double), cmp_double);
+		o->lat_p50_s = percentile(tk->lat, tk->n_lat, 0.50);
+		o->lat_p95_s = percentile(tk->lat, tk->n_lat, 0.95);
+		o->lat_p99_s = percentile(tk->lat, tk->n_lat, 0.99);
+	}
+	r->faults += s->faults;
+	r->fault_entries += s->fault_entries;
+	r->throttles += s->throttles;
+	r->kernels += s->kernels;
+	r->events += s->events;
+	if (s->cfg->mem == GMX_MEM_UM) {
+		r->h2d_bytes += s->mem.h2d_bytes;
+		r->d2h_bytes += s->mem.d2h_bytes;
+	} else if (s->cfg->mem == GMX_MEM_IDEAL) {
+		uint64_t in, out;
+		gmx_ideal_totals(s->ideal, &in, &out);
+		r->h2d_bytes += in;
+		r->d2h_bytes += out;
+	}
+}
+
+static void destroy(sim_t *s)
+{
+	if (s->policy)
+		s->cfg->policy->destroy(s->policy);
+	for (uint32_t i = 0; i < s->n && s->t; i++) {
+		stask_t *tk = &s->t[i];
+		free(tk->slots);
+		free(tk->arrivals);
+		free(tk->lat);
+	}
+	for (scmd_t *x = s->live, *nx; x; x = nx) {
+		nx = x->live_next;
+		free(x);
+	}
+	free(s->t);
+	free(s->progress);
+	gmx_ideal_destroy(s->ideal);
+	gmx_memspace_free(&s->mem);
+	gmx_events_free(&s->q);
+}
+
+/* Runs one simulation of the configured tasks together. */
+static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
+{
+	sim_t s = {0};
+	s.cfg = cfg;
+	s.dev = cfg->device;
+	s.n = cfg->n_tasks;
+	s.err = err;
+	s.err_len = err_len;
+	s.ee_task = s.ee_last_task = -1;
+	s.rng = cfg->seed;
+	s.t = calloc(s.n ? s.n : 1, sizeof(stask_t));
+	s.progress = calloc(s.n ? s.n : 1, sizeof(int64_t));
+	int rc = (!s.t || !s.progress) ? -ENOMEM : 0;
+	for (uint32_t i = 0; !rc && i < s.n; i++)
+		rc = build_task(&s, i);
+	const gmx_workload_t *ws[GMX_MAX_TASKS];
+	for (uint32_t i = 0; i < s.n; i++)
+		ws[i] = cfg->tasks[i].workload;
+	if (!rc && cfg->mem != GMX_MEM_INMEM) {
+		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
+		if (!rc && cfg->mem == GMX_MEM_UM)
+			gmx_memspace_warm(&s.mem);
+		if (!rc && cfg->mem == GMX_MEM_IDEAL)
+			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
+	}
+	gmx_device_t dev = {.ctx = &s, .now = dev_now, .submit = dev_submit, .migrate = NULL,
+			    .set_timer = dev_set_timer};
+	if (!rc)
+		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
+	for (uint32_t i = 0; !rc && i < s.n; i++)
+		rc = cfg->policy->task_add(s.policy, i, cfg->tasks[i].priority);
+	if (rc) {
+		snprintf(err, err_len, "cannot set up the simulation: %s", strerror(-rc));
+		destroy(&s);
+		return rc;
+	}
+	for (uint32_t i = 0; i < s.n; i++) {
+		if (cfg->tasks[i].arrival == GMX_ARRIVAL_CLOSED)
+			start_unit(&s, i, 0);
+		else {
+			s.t[i].host = HOST_IDLE;
+			next_arrival(&s, i);
+		}
+	}
+	push(&s, cfg->duration_ns, EV_STOP, 0, 0);
+	gmx_event_t e;
+	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
+		s.now = e.time;
+		s.events++;
+		scmd_t *x = (scmd_t *)(uintptr_t)e.b;
+		switch (e.kind) {
+		case EV_HOST:
+			host_run(&s, e.a);
+			break;
+		case EV_ARRIVAL:
+			on_arrival(&s, e.a);
+			break;
+		case EV_START:
+			cmd_begin(&s, x);
+			break;
+		case EV_FAULT:
+			um_fault(&s, x);
+			break;
+		case EV_RESUME:
+			um_resume(&s, x);
+			break;
+		case EV_END:
+			cmd_end(&s, x);
+			break;
+		case EV_TIMER:
+			if (e.b == s.timer_gen)
+				cfg->policy->on_timer(s.policy);
+			break;
+		case EV_STOP:
+			s.stop = 1;
+			break;
+		}
+	}
+	rc = s.error;
+	if (!rc) {
+		collect(&s, res);
+		if (cfg->mem == GMX_MEM_UM && gmx_memspace_check(&s.mem, err, err_len))
+			rc = -EFAULT;
+		if (cfg->mem == GMX_MEM_IDEAL && gmx_ideal_check(s.ideal)) {
+			snprintf(err, err_len, "ideal: resident pages exceed capacity");
+			rc = -EFAULT;
+		}
+	}
+	destroy(&s);
+	return rc;
+}
+
+int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
+{
+	memset(res, 0, sizeof(*res));
+	uint64_t footprint = 0;
+	for (uint32_t i = 0; i < cfg->n_tasks; i++)
+		footprint += gmx_workload_footprint(cfg->tasks[i].workload);
+	res->capacity_bytes = cfg->capacity_bytes;
+	res->footprint_bytes = footprint;
+	if (cfg->n_tasks == 0 || cfg->n_tasks > GMX_MAX_TASKS) {
+		snprintf(err, err_len, "a scenario needs 1 to %d tasks, not %u", GMX_MAX_TASKS, cfg->n_tasks);
+		return -EINVAL;
+	}
+	if (footprint > cfg->device->host_bytes) {
+		snprintf(err, err_len, "the tasks' memory (%.1f GB) exceeds the host memory of %s (%.1f GB)",
+			 footprint / 1e9, cfg->device->name, cfg->device->host_bytes / 1e9);
+		return -E2BIG;
+	}
+	if (strcmp(cfg->policy->name, "exclusive") != 0)
+		return run_one(cfg, res, err, err_len);
+	/* Each task alone, one after another: one run per task, times added up. */
+	double total = 0;
+	for (uint32_t i = 0; i < cfg->n_tasks; i++) {
+		gmx_sim_config_t one = *cfg;
+		one.tasks = &cfg->tasks[i];
+		one.n_tasks = 1;
+		gmx_sim_result_t r;
+		memset(&r, 0, sizeof(r));
+		int rc = run_one(&one, &r, err, err_len);
+		if (rc)
+			return rc;
+		res->tasks[i] = r.tasks[0];
+		res->faults += r.faults;
+		res->fault_entries += r.fault_entries;
+		res->throttles += r.throttles;
+		res->h2d_bytes += r.h2d_bytes;
+		res->d2h_bytes += r.d2h_bytes;
+		res->kernels += r.kernels;
+		res->events += r.events;
+		total += r.sim_time_s;
+	}
+	res->n_tasks = cfg->n_tasks;
+	res->sim_time_s = total;
+	return 0;
+}

@@ -1,0 +1,395 @@
+/* Belady's rule at 64 KB granularity with a lazy max-heap per task. */
+#include "ideal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEVER INT64_MAX
+
+typedef struct heap_entry {
+	int64_t key; /* absolute task-time of next use */
+	uint32_t big;
+} heap_entry_t;
+
+typedef struct task_index {
+	const gmx_workload_t *w;
+	uint32_t first_big, n_bigs;
+	uint32_t *buf_big;  /* global big page of each buffer's start */
+	uint32_t *use_off;  /* CSR: uses of local big b are use_op[use_off[b] .. use_off[b+1]) */
+	uint32_t *use_op;
+	int64_t *cum;       /* cum[i] = solo GPU ns before op i; cum[n_ops] = unit length */
+	heap_entry_t *heap;
+	uint32_t heap_n, heap_cap, live;
+} task_index_t;
+
+struct gmx_ideal {
+	uint32_t n_tasks;
+	task_index_t t[GMX_MAX_TASKS];
+	uint32_t n_bigs;
+	uint64_t *resident;   /* bitmap over all big pages */
+	int64_t *key;         /* next-use key of each resident big page */
+	uint64_t *stamp;      /* op that last pinned it */
+	uint64_t capacity, used, stamp_now;
+	uint64_t in_bytes, out_bytes;
+	heap_entry_t *pending; /* keys of the running op's pages, pushed after its evictions */
+	uint32_t pending_n, pending_cap;
+};
+
+static int is_gpu_op(uint8_t k)
+{
+	return k == GMX_OP_KERNEL || k == GMX_OP_COPY_H2D || k == GMX_OP_COPY_D2H || k == GMX_OP_MEMSET;
+}
+
+/* Calls fn for each distinct big page (task-local) the op touches. */
+#define FOR_EACH_BIG(m, task, w, op, body)                                                                   \
+	for (uint32_t r_ = 0; r_ < (op)->region_count; r_++) {                                               \
+		const gmx_region_t *g_ = &(w)->regions[(op)->region_first + r_];                             \
+		uint64_t base_ = (uint64_t)(m)->buf_chunk[task][g_->buffer] * GMX_BIGS_PER_CHUNK;            \
+		uint64_t lo_ = base_ + (g_->offset >> GMX_BIG_SHIFT);                                        \
+		uint64_t hi_ = base_ + ((g_->offset + g_->length - 1) >> GMX_BIG_SHIFT);                     \
+		for (uint64_t big = lo_; big <= hi_; big++) {                                                \
+			body                                                                                 \
+		}                                                                                            \
+	}
+
+static void heap_push(task_index_t *ti, int64_t key, uint32_t big)
+{
+	if (ti->heap_n == ti->heap_cap) {
+		uint32_t ncap = ti->heap_cap ? ti->heap_cap * 2 : 1024;
+		heap_entry_t *h = realloc(ti->heap, ncap * sizeof(*h));
+		if (!h)
+			abort(); /* out of memory in the middle of a simulation: nothing sane to return */
+		ti->heap = h;
+		ti->heap_cap = ncap;
+	}
+	uint32_t i = ti->heap_n++;
+	while (i > 0) {
+		uint32_t p = (i - 1) / 2;
+		if (ti->heap[p].key >= key)
+			break;
+		ti->heap[i] = ti->heap[p];
+		i = p;
+	}
+	ti->heap[i] = (heap_entry_t){key, big};
+}
+
+static void heap_pop(task_index_t *ti)
+{
+	heap_entry_t last = ti->heap[--ti->heap_n];
+	uint32_t i = 0;
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		int64_t best = last.key;
+		if (l < ti->heap_n && ti->heap[l].key > best) {
+			m = l;
+			best = ti->heap[l].key;
+		}
+		if (r < ti->heap_n && ti->heap[r].key > best)
+			m = r;
+		if (m == i)
+			break;
+		ti->heap[i] = ti->heap[m];
+		i = m;
+	}
+	if (ti->heap_n)
+		ti->heap[i] = last;
+}
+
+static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, const gmx_workload_t *w)
+{
+	task_index_t *ti = &id->t[task];
+	ti->w = w;
+	uint32_t first = UINT32_MAX, last = 0;
+	for (uint32_t b = 0; b < w->n_buffers; b++) {
+		uint32_t c = m->buf_chunk[task][b];
+		uint32_t nc = (uint32_t)((w->buffers[b].size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT);
+		if (c < first)
+			first = c;
+		if (c + nc > last)
+			last = c + nc;
+	}
+	if (!w->n_buffers)
+		first = last = 0;
+	ti->first_big = first * GMX_BIGS_PER_CHUNK;
+	ti->n_bigs = (last - first) * GMX_BIGS_PER_CHUNK;
+	ti->buf_big = calloc(w->n_buffers ? w->n_buffers : 1, sizeof(uint32_t));
+	if (!ti->buf_big)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < w->n_buffers; b++)
+		ti->buf_big[b] = m->buf_chunk[task][b] * GMX_BIGS_PER_CHUNK;
+	ti->use_off = calloc((size_t)ti->n_bigs + 1, sizeof(uint32_t));
+	ti->cum = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
+	if (!ti->use_off || !ti->cum)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n_ops; i++)
+		ti->cum[i + 1] = ti->cum[i] + (is_gpu_op(w->ops[i].kind) ? (int64_t)w->ops[i].duration_ns : 0);
+	/* Count, then fill; consecutive regions of one op on the same page count once. */
+	uint32_t *last_op = malloc((size_t)ti->n_bigs * sizeof(uint32_t) + 1);
+	if (!last_op)
+		return -ENOMEM;
+	memset(last_op, 0xff, (size_t)ti->n_bigs * sizeof(uint32_t));
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++) {
+		const gmx_op_t *op = &w->ops[i];
+		FOR_EACH_BIG(m, task, w, op, {
+			uint32_t lb = (uint32_t)(big - ti->first_big);
+			if (last_op[lb] != i) {
+				last_op[lb] = i;
+				ti->use_off[lb + 1]++;
+				total++;
+			}
+		})
+	}
+	if (total >= UINT32_MAX) {
+		free(last_op);
+		return -E2BIG;
+	}
+	for (uint32_t b = 0; b < ti->n_bigs; b++)
+		ti->use_off[b + 1] += ti->use_off[b];
+	ti->use_op = malloc((size_t)(total ? total : 1) * sizeof(uint32_t));
+	uint32_t *fill = malloc((size_t)ti->n_bigs * sizeof(uint32_t) + 1);
+	if (!ti->use_op || !fill) {
+		free(last_op);
+		free(fill);
+		return -ENOMEM;
+	}
+	memcpy(fill, ti->use_off, (size_t)ti->n_bigs * sizeof(uint32_t));
+	memset(last_op, 0xff, (size_t)ti->n_bigs * sizeof(uint32_t));
+	for (uint32_t i = 0; i < w->n_ops; i++) {
+		const gmx_op_t *op = &w->ops[i];
+		FOR_EACH_BIG(m, task, w, op, {
+			uint32_t lb = (uint32_t)(big - ti->first_big);
+			if (last_op[lb] != i) {
+				last_op[lb] = i;
+				ti->use_op[fill[lb]++] = i;
+			}
+		})
+	}
+	free(last_op);
+	free(fill);
+	return 0;
+}
+
+/* Absolute task-time of the first use of local big `lb` after op `op` of `unit`. */
+static int64_t next_use(const task_index_t *ti, uint32_t lb, uint64_t unit, int64_t op)
+{
+	uint32_t lo = ti->use_off[lb], hi = ti->use_off[lb + 1];
+	if (lo == hi)
+		return NEVER;
+	int64_t U = ti->cum[ti->w->n_ops];
+	uint32_t a = lo, b = hi;
+	while (a < b) { /* first use with op index > op */
+		uint32_t mid = a + (b - a) / 2;
+		if ((int64_t)ti->use_op[mid] > op)
+			b = mid;
+		else
+			a = mid + 1;
+	}
+	if (a < hi)
+		return (int64_t)unit * U + ti->cum[ti->use_op[a]];
+	return (int64_t)(unit + 1) * U + ti->cum[ti->use_op[lo]];
+}
+
+static int owner(const gmx_ideal_t *id, uint32_t big)
+{
+	for (uint32_t t = 0; t < id->n_tasks; t++)
+		if (big >= id->t[t].first_big && big - id->t[t].first_big < id->t[t].n_bigs)
+			return (int)t;
+	return -1;
+}
+
+static void set_resident(gmx_ideal_t *id, uint32_t big, int64_t key)
+{
+	id->resident[big >> 6] |= 1ull << (big & 63);
+	id->key[big] = key;
+	int t = owner(id, big);
+	heap_push(&id->t[t], key, big);
+	id->t[t].live++;
+}
+
+/* Records a key to push once the running op's evictions are done: until then
+ * the page has no valid heap entry, so it cannot be chosen as a victim. */
+static void defer_key(gmx_ideal_t *id, uint32_t big, int64_t key)
+{
+	if (id->pending_n == id->pending_cap) {
+		uint32_t ncap = id->pending_cap ? id->pending_cap * 2 : 1024;
+		heap_entry_t *p = realloc(id->pending, ncap * sizeof(*p));
+		if (!p)
+			abort();
+		id->pending = p;
+		id->pending_cap = ncap;
+	}
+	id->key[big] = key;
+	id->pending[id->pending_n++] = (heap_entry_t){key, big};
+}
+
+int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity,
+		     gmx_ideal_t **out)
+{
+	gmx_ideal_t *id = calloc(1, sizeof(*id));
+	if (!id)
+		return -ENOMEM;
+	id->n_tasks = n;
+	id->n_bigs = m->n_chunks * GMX_BIGS_PER_CHUNK;
+	id->capacity = capacity >> GMX_BIG_SHIFT;
+	id->resident = calloc((id->n_bigs + 63) / 64 + 1, sizeof(uint64_t));
+	id->key = calloc((size_t)id->n_bigs + 1, sizeof(int64_t));
+	id->stamp = calloc((size_t)id->n_bigs + 1, sizeof(uint64_t));
+	int rc = (!id->resident || !id->key || !id->stamp) ? -ENOMEM : 0;
+	for (uint32_t t = 0; !rc && t < n; t++)
+		rc = build_index(id, m, t, w[t]);
+	if (rc) {
+		gmx_ideal_destroy(id);
+		return rc;
+	}
+	/* Warm start as the other modes: memory filled in task then buffer order. */
+	for (uint32_t t = 0; t < n; t++) {
+		task_index_t *ti = &id->t[t];
+		for (uint32_t lb = 0; lb < ti->n_bigs && id->used < id->capacity; lb++) {
+			set_resident(id, ti->first_big + lb, next_use(ti, lb, 0, -1));
+			id->used++;
+		}
+	}
+	*out = id;
+	return 0;
+}
+
+void gmx_ideal_destroy(gmx_ideal_t *id)
+{
+	if (!id)
+		return;
+	for (uint32_t t = 0; t < id->n_tasks; t++) {
+		free(id->t[t].buf_big);
+		free(id->t[t].use_off);
+		free(id->t[t].use_op);
+		free(id->t[t].cum);
+		free(id->t[t].heap);
+	}
+	free(id->pending);
+	free(id->resident);
+	free(id->key);
+	free(id->stamp);
+	free(id);
+}
+
+int64_t gmx_ideal_task_time(const gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op)
+{
+	const task_index_t *ti = &id->t[task];
+	return (int64_t)unit * ti->cum[ti->w->n_ops] + ti->cum[op];
+}
+
+static int entry_valid(const gmx_ideal_t *id, const heap_entry_t *e)
+{
+	return ((id->resident[e->big >> 6] >> (e->big & 63)) & 1) && id->key[e->big] == e->key;
+}
+
+/* Evicts the resident page whose next use lies furthest ahead in its owner's
+ * time; never one pinned by the current op. 0 or -ENOSPC. */
+static int evict_one(gmx_ideal_t *id, const int64_t *progress)
+{
+	int best = -1;
+	int64_t best_score = INT64_MIN;
+	for (uint32_t t = 0; t < id->n_tasks; t++) {
+		task_index_t *ti = &id->t[t];
+		while (ti->heap_n) {
+			heap_entry_t *e = &ti->heap[0];
+			if (!entry_valid(id, e)) {
+				heap_pop(ti);
+			} else {
+				break;
+			}
+		}
+		if (!ti->heap_n)
+			continue;
+		int64_t k = ti->heap[0].key;
+		int64_t score = k == NEVER ? INT64_MAX : k - progress[t];
+		if (score > best_score) {
+			best_score = score;
+			best = (int)t;
+		}
+	}
+	int rc = best < 0 ? -ENOSPC : 0;
+	if (best >= 0) {
+		task_index_t *ti = &id->t[best];
+		uint32_t big = ti->heap[0].big;
+		heap_pop(ti);
+		id->resident[big >> 6] &= ~(1ull << (big & 63));
+		ti->live--;
+		id->used--;
+		id->out_bytes += GMX_BIG_SIZE;
+	}
+	return rc;
+}
+
+int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op, const int64_t *progress,
+		     gmx_ideal_moves_t *out)
+{
+	task_index_t *ti = &id->t[task];
+	const gmx_workload_t *w = ti->w;
+	const gmx_op_t *o = &w->ops[op];
+	uint64_t in0 = id->in_bytes, out0 = id->out_bytes;
+	id->stamp_now++;
+	/* Pass 0 pins and re-keys what is already resident, so that pass 1's
+	 * evictions can never take a page this op needs. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t r = 0; r < o->region_count; r++) {
+			const gmx_region_t *g = &w->regions[o->region_first + r];
+			uint64_t base = (uint64_t)ti->buf_big[g->buffer];
+			uint64_t lo = base + (g->offset >> GMX_BIG_SHIFT);
+			uint64_t hi = base + ((g->offset + g->length - 1) >> GMX_BIG_SHIFT);
+			for (uint64_t b = lo; b <= hi; b++) {
+				uint32_t big = (uint32_t)b;
+				if (id->stamp[big] == id->stamp_now)
+					continue;
+				int here = (id->resident[big >> 6] >> (big & 63)) & 1;
+				if (here != (pass == 0))
+					continue;
+				int64_t key = next_use(ti, big - ti->first_big, unit, op);
+				if (!here) {
+					while (id->used >= id->capacity)
+						if (evict_one(id, progress))
+							return -ENOSPC;
+					id->resident[big >> 6] |= 1ull << (big & 63);
+					ti->live++;
+					id->used++;
+					id->in_bytes += GMX_BIG_SIZE;
+				}
+				defer_key(id, big, key);
+				id->stamp[big] = id->stamp_now;
+			}
+		}
+	}
+	for (uint32_t i = 0; i < id->pending_n; i++)
+		heap_push(ti, id->pending[i].key, id->pending[i].big);
+	id->pending_n = 0;
+	out->in_bytes = id->in_bytes - in0;
+	out->out_bytes = id->out_bytes - out0;
+	/* Stale heap entries pile up as keys change; rebuild when they dominate. */
+	if (ti->heap_n > 4 * ti->live + 4096) {
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < ti->heap_n; i++)
+			if (entry_valid(id, &ti->heap[i]))
+				ti->heap[k++] = ti->heap[i];
+		heap_entry_t *copy = malloc((size_t)k * sizeof(*copy) + 1);
+		if (copy) {
+			memcpy(copy, ti->heap, (size_t)k * sizeof(*copy));
+			ti->heap_n = 0;
+			for (uint32_t i = 0; i < k; i++)
+				heap_push(ti, copy[i].key, copy[i].big);
+			free(copy);
+		}
+	}
+	return 0;
+}
+
+void gmx_ideal_totals(const gmx_ideal_t *id, uint64_t *in_bytes, uint64_t *out_bytes)
+{
+	*in_bytes = id->in_bytes;
+	*out_bytes = id->out_bytes;
+}
+
+int gmx_ideal_check(const gmx_ideal_t *id)
+{
+	return id->used <= id->capacity ? 0 : -1;
+}

@@ -1,0 +1,44 @@
+/* The physical limit for memory: Belady's optimal eviction over the future
+ * reference timeline, charging only link time. Residency is tracked per 64 KB
+ * big page. The future is each task's own (deterministic, repeating) reference
+ * sequence; across tasks, a page's next use is ranked by how much of its
+ * owner's GPU time lies before it, which is the order the round-robin timeline
+ * reaches it when tasks share the device equally. */
+#ifndef GMX_SIM_IDEAL_H
+#define GMX_SIM_IDEAL_H
+
+#include <stdint.h>
+
+#include "memspace.h"
+
+typedef struct gmx_ideal gmx_ideal_t;
+
+/* What one kernel needs moved. */
+typedef struct gmx_ideal_moves {
+	uint64_t in_bytes, out_bytes;
+} gmx_ideal_moves_t;
+
+/* Builds the next-use index for n tasks laid out in m (used only for its
+ * layout). 0 or -ENOMEM. */
+int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity,
+		     gmx_ideal_t **out);
+
+/* Frees it. */
+void gmx_ideal_destroy(gmx_ideal_t *id);
+
+/* Op `op` of unit `unit` of `task` is about to run: makes its pages resident,
+ * evicting the pages used furthest in the future, and reports the bytes moved.
+ * progress[t] is each task's position in its own GPU time (ns), now. */
+int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op, const int64_t *progress,
+		     gmx_ideal_moves_t *out);
+
+/* Task-time (ns of solo GPU work) at the start of op `op` of `unit`. */
+int64_t gmx_ideal_task_time(const gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op);
+
+/* Totals moved so far. */
+void gmx_ideal_totals(const gmx_ideal_t *id, uint64_t *in_bytes, uint64_t *out_bytes);
+
+/* Checks resident big pages never exceed capacity. 0 or -1. */
+int gmx_ideal_check(const gmx_ideal_t *id);
+
+#endif

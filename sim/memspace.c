@@ -1,0 +1,193 @@
+/* Residency bookkeeping: chunk bitmaps and the population-order list. */
+#include "memspace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void list_remove(gmx_memspace_t *m, uint32_t c)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	if (k->prev != GMX_NO_CHUNK)
+		m->chunks[k->prev].next = k->next;
+	else
+		m->head = k->next;
+	if (k->next != GMX_NO_CHUNK)
+		m->chunks[k->next].prev = k->prev;
+	else
+		m->tail = k->prev;
+	k->prev = k->next = GMX_NO_CHUNK;
+}
+
+static void list_append(gmx_memspace_t *m, uint32_t c)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	k->prev = m->tail;
+	k->next = GMX_NO_CHUNK;
+	if (m->tail != GMX_NO_CHUNK)
+		m->chunks[m->tail].next = c;
+	else
+		m->head = c;
+	m->tail = c;
+}
+
+int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity)
+{
+	memset(m, 0, sizeof(*m));
+	m->head = m->tail = GMX_NO_CHUNK;
+	if (n > GMX_MAX_TASKS)
+		return -E2BIG;
+	uint64_t total = 0;
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t b = 0; b < w[t]->n_buffers; b++)
+			total += (w[t]->buffers[b].size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT;
+	if (total >= GMX_NO_CHUNK)
+		return -E2BIG;
+	m->chunks = calloc(total ? total : 1, sizeof(*m->chunks));
+	if (!m->chunks)
+		return -ENOMEM;
+	m->n_chunks = (uint32_t)total;
+	m->n_tasks = n;
+	uint32_t next = 0;
+	for (uint32_t t = 0; t < n; t++) {
+		m->buf_chunk[t] = calloc(w[t]->n_buffers ? w[t]->n_buffers : 1, sizeof(uint32_t));
+		if (!m->buf_chunk[t]) {
+			gmx_memspace_free(m);
+			return -ENOMEM;
+		}
+		for (uint32_t b = 0; b < w[t]->n_buffers; b++) {
+			uint64_t size = w[t]->buffers[b].size;
+			uint32_t nc = (uint32_t)((size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT);
+			m->buf_chunk[t][b] = next;
+			for (uint32_t i = 0; i < nc; i++) {
+				gmx_chunk_t *k = &m->chunks[next + i];
+				uint64_t left = size - ((uint64_t)i << GMX_CHUNK_SHIFT);
+				uint64_t pages = (left + GMX_PAGE_SIZE - 1) >> GMX_PAGE_SHIFT;
+				k->valid = (uint16_t)(pages > GMX_PAGES_PER_CHUNK ? GMX_PAGES_PER_CHUNK : pages);
+				k->task = t;
+				k->prev = k->next = GMX_NO_CHUNK;
+				k->evicted_at = -1;
+			}
+			next += nc;
+		}
+	}
+	m->capacity_chunks = capacity >> GMX_CHUNK_SHIFT;
+	return 0;
+}
+
+void gmx_memspace_free(gmx_memspace_t *m)
+{
+	free(m->chunks);
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++)
+		free(m->buf_chunk[t]);
+	memset(m, 0, sizeof(*m));
+}
+
+uint64_t gmx_memspace_next_missing(const gmx_memspace_t *m, uint64_t from, uint64_t to)
+{
+	uint64_t p = from;
+	while (p < to) {
+		const gmx_chunk_t *k = &m->chunks[p >> 9];
+		if (k->resident == k->valid) {
+			p = ((p >> 9) + 1) << 9;
+			continue;
+		}
+		uint32_t i = (uint32_t)(p & 511);
+		uint64_t word = ~k->bits[i >> 6] >> (i & 63);
+		if (word) {
+			p += (uint64_t)__builtin_ctzll(word);
+			if ((p & 511) >= k->valid)
+				p = ((p >> 9) + 1) << 9;
+			else
+				return p < to ? p : to;
+		} else {
+			p += 64 - (i & 63);
+		}
+	}
+	return to;
+}
+
+uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	if (!k->resident)
+		return 0;
+	uint64_t bytes = (uint64_t)k->resident << GMX_PAGE_SHIFT;
+	m->resident_pages -= k->resident;
+	memset(k->bits, 0, sizeof(k->bits));
+	k->resident = 0;
+	k->evicted_at = now;
+	list_remove(m, c);
+	m->used_chunks--;
+	m->d2h_bytes += bytes;
+	return bytes;
+}
+
+int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp, int64_t now,
+			      uint64_t *in_bytes, uint64_t *out_bytes)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	k->stamp = stamp;
+	if (!k->resident) {
+		while (m->used_chunks >= m->capacity_chunks) {
+			uint32_t v = m->head;
+			while (v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
+				v = m->chunks[v].next;
+			if (v == GMX_NO_CHUNK)
+				return -ENOSPC;
+			*out_bytes += gmx_memspace_evict(m, v, now);
+		}
+		m->used_chunks++;
+		list_append(m, c);
+	}
+	int64_t added = 0;
+	for (uint32_t w = 0; w < GMX_PAGES_PER_CHUNK / 64; w++) {
+		uint64_t valid_mask = ~0ull;
+		uint32_t lo = w * 64;
+		if (lo >= k->valid)
+			valid_mask = 0;
+		else if (k->valid - lo < 64)
+			valid_mask = (1ull << (k->valid - lo)) - 1;
+		uint64_t add = mask[w] & ~k->bits[w] & valid_mask;
+		if (add) {
+			k->bits[w] |= add;
+			added += __builtin_popcountll(add);
+		}
+	}
+	k->resident = (uint16_t)(k->resident + added);
+	m->resident_pages += (uint64_t)added;
+	uint64_t bytes = (uint64_t)added << GMX_PAGE_SHIFT;
+	m->h2d_bytes += bytes;
+	*in_bytes += bytes;
+	return added;
+}
+
+void gmx_memspace_warm(gmx_memspace_t *m)
+{
+	uint64_t all[8];
+	memset(all, 0xff, sizeof(all));
+	for (uint32_t c = 0; c < m->n_chunks && m->used_chunks < m->capacity_chunks; c++) {
+		uint64_t in = 0, out = 0;
+		gmx_memspace_populate(m, c, all, 0, 0, &in, &out);
+	}
+	m->h2d_bytes = 0;
+	m->initial_pages = m->resident_pages;
+}
+
+int gmx_memspace_check(const gmx_memspace_t *m, char *err, size_t len)
+{
+	if (m->used_chunks > m->capacity_chunks) {
+		snprintf(err, len, "resident chunks %llu exceed capacity %llu", (unsigned long long)m->used_chunks,
+			 (unsigned long long)m->capacity_chunks);
+		return -1;
+	}
+	uint64_t moved_in = m->h2d_bytes >> GMX_PAGE_SHIFT, moved_out = m->d2h_bytes >> GMX_PAGE_SHIFT;
+	if (m->initial_pages + moved_in - moved_out != m->resident_pages) {
+		snprintf(err, len, "bytes not conserved: initial %llu + in %llu - out %llu != resident %llu pages",
+			 (unsigned long long)m->initial_pages, (unsigned long long)moved_in,
+			 (unsigned long long)moved_out, (unsigned long long)m->resident_pages);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,81 @@
+/* The simulated GPU: a deterministic discrete-event simulation of one device
+ * shared by several tasks, driving a core scheduling policy through the
+ * device seam (include/gpumux/sched.h). */
+#ifndef GMX_SIM_SIM_H
+#define GMX_SIM_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpumux/sched.h"
+#include "gpumux/workload.h"
+#include "preset.h"
+
+typedef enum gmx_mem_mode {
+	GMX_MEM_INMEM = 0, /* infinite device memory: the reference */
+	GMX_MEM_UM,        /* CUDA unified memory, demand paging */
+	GMX_MEM_IDEAL,     /* Belady over the future timeline, link time only */
+	GMX_MEM_MODE_COUNT
+} gmx_mem_mode_t;
+
+typedef enum gmx_arrival_kind {
+	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */
+	GMX_ARRIVAL_POISSON,    /* open loop, exponential inter-arrival times */
+	GMX_ARRIVAL_TRACE       /* open loop, inter-arrival times from a list */
+} gmx_arrival_kind_t;
+
+typedef struct gmx_sim_task {
+	char *name;
+	int priority;                /* 0 (highest) .. 9 */
+	uint64_t units;              /* units to run; 0 = until the run ends */
+	gmx_arrival_kind_t arrival;
+	double rate_per_s;           /* poisson */
+	double *gaps_s;              /* trace: inter-arrival times, repeated */
+	uint32_t n_gaps;
+	gmx_workload_t *workload;    /* owned by the scenario */
+} gmx_sim_task_t;
+
+typedef struct gmx_sim_config {
+	const gmx_preset_t *device;
+	uint64_t capacity_bytes;     /* device memory for user data (preset less reservation) */
+	gmx_mem_mode_t mem;
+	const gmx_policy_ops_t *policy;
+	gmx_sched_params_t sched;
+	int64_t duration_ns;
+	uint64_t seed;
+	gmx_sim_task_t *tasks;
+	uint32_t n_tasks;
+} gmx_sim_config_t;
+
+typedef struct gmx_task_result {
+	const char *name;
+	int priority;
+	uint64_t units;        /* completed */
+	double progress;       /* units completed plus the finished fraction of the current one */
+	double throughput_per_s;
+	double jct_s;          /* time to finish `units`, < 0 when not applicable */
+	double lat_p50_s, lat_p95_s, lat_p99_s; /* < 0 when no unit completed */
+	double active_s;       /* time the task was in the run */
+} gmx_task_result_t;
+
+typedef struct gmx_sim_result {
+	double sim_time_s;
+	gmx_task_result_t tasks[GMX_MAX_TASKS];
+	uint32_t n_tasks;
+	uint64_t capacity_bytes, footprint_bytes;
+	uint64_t faults;        /* serviced fault batches (um) */
+	uint64_t fault_entries; /* distinct 4 KB pages that faulted (um) */
+	uint64_t throttles;
+	uint64_t h2d_bytes, d2h_bytes;
+	uint64_t kernels;       /* commands executed */
+	uint64_t events;
+} gmx_sim_result_t;
+
+/* Runs the simulation. 0, or a negative errno with one line in err. */
+int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len);
+
+/* Name of a memory mode, and back: -1 when unknown. */
+const char *gmx_mem_mode_name(gmx_mem_mode_t m);
+int gmx_mem_mode_parse(const char *name);
+
+#endif
