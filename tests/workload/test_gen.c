@@ -1,0 +1,215 @@
+/* Generators: every kernel's regions lie in its buffers and its pointer
+ * arguments are region starts; the calibrated figures hold; parameters are
+ * checked; every generator round-trips through the file format. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpumux/gen.h"
+#include "wl_testutil.h"
+
+#define GIB (1ull << 30)
+
+static void build(const char *kind, const char *const *kv, gmx_workload_t *w)
+{
+	gmx_param_t p[16];
+	size_t n = 0;
+	for (; kv && kv[2 * n]; n++)
+		p[n] = (gmx_param_t){kv[2 * n], kv[2 * n + 1]};
+	char err[1024];
+	int rc = gmx_gen_build(kind, p, n, GMX_SHARED_DIR, w, err, sizeof(err));
+	if (rc)
+		fail_msg("gen %s: %s", kind, err);
+}
+
+static void expect_gen_error(const char *kind, const char *const *kv, const char *want)
+{
+	gmx_param_t p[16];
+	size_t n = 0;
+	for (; kv && kv[2 * n]; n++)
+		p[n] = (gmx_param_t){kv[2 * n], kv[2 * n + 1]};
+	gmx_workload_t w;
+	char err[1024];
+	int rc = gmx_gen_build(kind, p, n, GMX_SHARED_DIR, &w, err, sizeof(err));
+	if (rc == 0 || !strstr(err, want))
+		fail_msg("gen %s: wanted error \"%s\", got rc %d \"%s\"", kind, want, rc, err);
+	assert_int_equal(w.n_ops, 0);
+	assert_null(w.name);
+}
+
+/* Structural checks every generated workload must pass. */
+static void check_consistent(const gmx_workload_t *w)
+{
+	char why[256];
+	if (gmx_workload_validate(w, why, sizeof(why)))
+		fail_msg("%s: %s", w->name, why);
+	assert_non_null(w->device);
+	assert_non_null(w->unit);
+	uint32_t kernels = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++) {
+		const gmx_op_t *o = &w->ops[i];
+		if (o->kind != GMX_OP_KERNEL)
+			continue;
+		kernels++;
+		if (o->duration_ns == 0)
+			fail_msg("%s: kernel op %u has no duration", w->name, i);
+		if (o->region_count == 0)
+			fail_msg("%s: kernel op %u touches nothing", w->name, i);
+		for (uint32_t a = 0; a < o->arg_count; a++) {
+			const gmx_arg_t *g = &w->args[o->arg_first + a];
+			if (!g->is_pointer)
+				continue;
+			int found = 0;
+			for (uint32_t r = 0; r < o->region_count && !found; r++) {
+				const gmx_region_t *rg = &w->regions[o->region_first + r];
+				found = w->buffers[rg->buffer].addr + rg->offset == g->value;
+			}
+			if (!found)
+				fail_msg("%s: op %u (%s) pointer arg %u = 0x%llx is not the start of a touched region", w->name, i,
+					 w->names[o->name], a, (unsigned long long)g->value);
+		}
+	}
+	assert_true(kernels > 0);
+	/* Every buffer is used by some kernel or copy. */
+	for (uint32_t b = 0; b < w->n_buffers; b++) {
+		int used = 0;
+		for (uint32_t r = 0; r < w->n_regions && !used; r++)
+			used = w->regions[r].buffer == b;
+		for (uint32_t i = 0; i < w->n_ops && !used; i++)
+			used = w->ops[i].buffer == b;
+		if (!used)
+			fail_msg("%s: buffer %u (%s) is never touched", w->name, b, w->buffers[b].name ? w->buffers[b].name : "");
+	}
+	gmx_workload_t back;
+	char err[512];
+	if (wl_round_trip(w, &back, err, sizeof(err)))
+		fail_msg("%s: %s", w->name, err);
+	const char *diff = wl_diff(w, &back);
+	if (diff)
+		fail_msg("%s: round trip differs at %s", w->name, diff);
+	gmx_workload_free(&back);
+}
+
+static uint32_t count_kernels(const gmx_workload_t *w)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++)
+		n += w->ops[i].kind == GMX_OP_KERNEL;
+	return n;
+}
+
+static void test_llama3_calibration(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	build("llm-decode", NULL, &w);
+	check_consistent(&w);
+	double fp = (double)gmx_workload_footprint(&w);
+	assert_true(fp > 8.5 * GIB * 0.99 && fp < 8.5 * GIB * 1.01);
+	/* One buffer of weights of ~7.4 GiB, as llama.cpp allocates it. */
+	assert_string_equal(w.buffers[0].name, "weights");
+	assert_true(w.buffers[0].size > 7.3 * GIB && w.buffers[0].size < 7.7 * GIB);
+	/* KV cache: 128 KiB per token x 8192 tokens. */
+	assert_true(w.buffers[1].size == 8192ull * 128 * 1024);
+	double ms = (double)gmx_workload_gpu_ns(&w) / 1e6;
+	assert_true(ms > 12.7 * 0.999 && ms < 12.7 * 1.001);
+	assert_string_equal(w.device, "rtx5080");
+	assert_string_equal(w.unit, "step");
+	/* Every weight slice between 16 KiB and the output head; layers' slices at most ~60 MiB. */
+	uint64_t touched_w = 0;
+	for (uint32_t r = 0; r < w.n_regions; r++)
+		if (w.regions[r].buffer == 0) {
+			assert_true(w.regions[r].length >= 16384);
+			touched_w += w.regions[r].length;
+		}
+	/* A decode step reads every weight once (norms twice: read by mul in place). */
+	assert_true(touched_w >= w.buffers[0].size);
+	assert_true(count_kernels(&w) == 32 * 19 + 3);
+	gmx_workload_free(&w);
+}
+
+static void test_llm_variants(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	build("llm-decode", (const char *const[]){"model", "llama2-7b-fp16", NULL}, &w);
+	check_consistent(&w);
+	/* KV 512 KiB per token at the default 4096 tokens; fp16 weights ~12.3 GiB. */
+	assert_true(w.buffers[1].size == 4096ull * 512 * 1024);
+	assert_true(w.buffers[0].size > 12 * GIB && w.buffers[0].size < 12.6 * GIB);
+	gmx_workload_free(&w);
+
+	/* Attention reads n_kv rows: the extent is the product of two integer args. */
+	build("llm-decode", (const char *const[]){"context", "1024", "kv", "100", "think", "0", NULL}, &w);
+	check_consistent(&w);
+	int seen = 0;
+	for (uint32_t i = 0; i < w.n_ops; i++) {
+		const gmx_op_t *o = &w.ops[i];
+		if (o->kind != GMX_OP_KERNEL || strcmp(w.names[o->name], "flash_attn_ext_vec_f16"))
+			continue;
+		assert_int_equal(w.args[o->arg_first + 4].value, 100);
+		uint64_t extent = w.args[o->arg_first + 4].value * w.args[o->arg_first + 5].value;
+		assert_true(w.regions[o->region_first + 1].length == extent);
+		assert_int_equal(o->think_ns, 0);
+		seen++;
+	}
+	assert_int_equal(seen, 32);
+	gmx_workload_free(&w);
+
+	build("llm-decode", (const char *const[]){"footprint", "10G", NULL}, &w);
+	assert_true(gmx_workload_footprint(&w) == 10 * GIB);
+	gmx_workload_free(&w);
+
+	expect_gen_error("llm-decode", (const char *const[]){"model", "gpt5", NULL},
+			 "llm-decode: model=gpt5 is not one of llama3-8b-int8,llama2-7b-fp16");
+	expect_gen_error("llm-decode", (const char *const[]){"contxt", "5", NULL},
+			 "llm-decode: unknown parameter 'contxt' (expected model, context, kv, think, footprint)");
+	expect_gen_error("llm-decode", (const char *const[]){"context", "0", NULL}, "context=0 is out of range");
+	expect_gen_error("llm-decode", (const char *const[]){"context", "12ab", NULL}, "context=12ab is not a non-negative integer");
+	expect_gen_error("llm-decode", (const char *const[]){"context", "16", "kv", "17", NULL}, "kv=17 exceeds context=16");
+	expect_gen_error("llm-decode", (const char *const[]){"footprint", "1G", NULL}, "footprint=1073741824 is below");
+	expect_gen_error("no-such", NULL, "unknown generator 'no-such' (expected one of llm-decode, vector-add");
+}
+
+static void test_micro(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	build("vector-add", (const char *const[]){"footprint", "1536M", NULL}, &w);
+	check_consistent(&w);
+	assert_true(gmx_workload_footprint(&w) == 1536ull << 20);
+	const gmx_op_t *k = &w.ops[0];
+	/* n is the 4th argument; every vector is n * 4 bytes (T2). */
+	assert_true(w.args[k->arg_first + 3].value * 4 == w.regions[k->region_first].length);
+	assert_int_equal(k->klass, GMX_CLASS_MEMORY);
+	gmx_workload_free(&w);
+
+	build("matmul", (const char *const[]){"n", "4096", NULL}, &w);
+	check_consistent(&w);
+	k = &w.ops[0];
+	assert_int_equal(k->klass, GMX_CLASS_COMPUTE);
+	/* 2 * 4096^3 flops at 70% of 56.28 TFLOPS = 3.49 ms. */
+	double ms = (double)k->duration_ns / 1e6;
+	assert_true(ms > 3.45 && ms < 3.53);
+	gmx_workload_free(&w);
+
+	expect_gen_error("matmul", (const char *const[]){"n", "64", "footprint", "1G", NULL}, "give n or footprint, not both");
+	expect_gen_error("vector-add", (const char *const[]){"footprint", "-1G", NULL}, "footprint=-1G is not a size");
+	expect_gen_error("vector-add", (const char *const[]){"footprint", "100T", NULL}, "out of range");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_llama3_calibration),
+		cmocka_unit_test(test_llm_variants),
+		cmocka_unit_test(test_micro),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
