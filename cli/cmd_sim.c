@@ -1,0 +1,235 @@
+/* gpumux sim: run a scenario on the simulated GPU. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "report.h"
+#include "scenario.h"
+
+static void usage(FILE *out)
+{
+	char scheds[128];
+	gmx_sched_names(scheds, sizeof(scheds));
+	fprintf(out,
+		"usage: gpumux sim SCENARIO.ini [options]\n"
+		"\n"
+		"Runs the scenario's tasks together on a simulated GPU and reports each task's\n"
+		"throughput, job completion time and unit latency, and the memory traffic.\n"
+		"\n"
+		"options:\n"
+		"  --sched NAME     scheduler: %s (default: the scenario's, else timeslice)\n"
+		"  --mem MODE       memory: inmem (unlimited device memory, the reference), um (CUDA\n"
+		"                   unified memory, demand paging), ideal (Belady over the future,\n"
+		"                   link time only) (default: the scenario's, else inmem)\n"
+		"  --seed N         random seed for arrivals (default: the scenario's, else 1)\n"
+		"  --only TASK      run only this task, alone (its 'alone' figures)\n"
+		"  --duration S     simulated seconds to run (default: the scenario's, else 10)\n"
+		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
+		"  --compare        run every memory mode under timeslice and print a comparison\n"
+		"  --json           print one JSON object instead of a table\n"
+		"  -h, --help       show this help\n"
+		"\n"
+		"Same scenario, options and seed give byte-identical output. See gpumux-sim(1)\n"
+		"and docs/scenarios.md.\n",
+		scheds);
+}
+
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
+		fprintf(stderr, "gpumux sim: %s '%s': expected a number in [%g, %g]\n", opt, v, lo, hi);
+		return -1;
+	}
+	*out = d;
+	return 0;
+}
+
+static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res)
+{
+	const gmx_policy_ops_t *ops = gmx_sched_find(sched);
+	char names[128], err[512];
+	if (!ops) {
+		gmx_sched_names(names, sizeof(names));
+		fprintf(stderr, "gpumux sim: unknown scheduler '%s' (expected %s)\n", sched, names);
+		return 2;
+	}
+	int mode = gmx_mem_mode_parse(mem);
+	if (mode < 0) {
+		fprintf(stderr, "gpumux sim: unknown memory mode '%s' (expected inmem|um|ideal)\n", mem);
+		return 2;
+	}
+	if (gmx_sched_params_check(&sc->params, err, sizeof(err))) {
+		fprintf(stderr, "gpumux sim: %s: %s\n", sc->path, err);
+		return 1;
+	}
+	gmx_sim_config_t cfg = {
+		.device = sc->device,
+		.capacity_bytes = sc->capacity_bytes,
+		.mem = (gmx_mem_mode_t)mode,
+		.policy = ops,
+		.sched = sc->params,
+		.duration_ns = sc->duration_ns,
+		.seed = sc->seed,
+		.tasks = sc->tasks,
+		.n_tasks = sc->n_tasks,
+	};
+	if (gmx_sim_run(&cfg, res, err, sizeof(err))) {
+		fprintf(stderr, "gpumux sim: %s: %s\n", sc->path, err);
+		return 1;
+	}
+	return 0;
+}
+
+static int compare(gmx_scenario_t *sc)
+{
+	static const char *const modes[] = {"inmem", "um", "ideal"};
+	gmx_sim_result_t *r = calloc(3, sizeof(*r));
+	if (!r)
+		return 1;
+	for (int m = 0; m < 3; m++) {
+		int rc = run(sc, "timeslice", modes[m], &r[m]);
+		if (rc) {
+			free(r);
+			return rc;
+		}
+	}
+	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB, timeslice %.1f ms\n\n", sc->name,
+	       sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
+	       sc->params.slice_ns / 1e6);
+	printf("%-16s %14s %14s %14s %9s %9s\n", "task", "inmem units/s", "um units/s", "ideal units/s", "um/inmem",
+	       "ideal/inmem");
+	double su = 0, si = 0;
+	for (uint32_t i = 0; i < sc->n_tasks; i++) {
+		double base = r[0].tasks[i].throughput_per_s;
+		double u = base > 0 ? r[1].tasks[i].throughput_per_s / base : 0;
+		double d = base > 0 ? r[2].tasks[i].throughput_per_s / base : 0;
+		su += u;
+		si += d;
+		printf("%-16s %14.3f %14.3f %14.3f %8.1f%% %8.1f%%\n", r[0].tasks[i].name, base,
+		       r[1].tasks[i].throughput_per_s, r[2].tasks[i].throughput_per_s, 100 * u, 100 * d);
+	}
+	printf("%-16s %14s %14s %14s %8.1f%% %8.1f%%\n\n", "mean", "", "", "", 100 * su / sc->n_tasks,
+	       100 * si / sc->n_tasks);
+	printf("memory traffic: um moved %.2f GB in / %.2f GB out in %llu fault batches; ideal moved %.2f GB in / "
+	       "%.2f GB out\n",
+	       r[1].h2d_bytes / 1e9, r[1].d2h_bytes / 1e9, (unsigned long long)r[1].faults, r[2].h2d_bytes / 1e9,
+	       r[2].d2h_bytes / 1e9);
+	free(r);
+	return 0;
+}
+
+int gmx_cmd_sim(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"sched", required_argument, 0, 's'}, {"mem", required_argument, 0, 'm'},
+		{"seed", required_argument, 0, 'S'},  {"only", required_argument, 0, 'o'},
+		{"duration", required_argument, 0, 'd'}, {"slice-ms", required_argument, 0, 'l'},
+		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
+		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+	};
+	const char *sched = NULL, *mem = NULL, *only = NULL;
+	double seed = -1, duration = -1, slice = -1;
+	int json = 0, cmp = 0, c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's': sched = optarg; break;
+		case 'm': mem = optarg; break;
+		case 'o': only = optarg; break;
+		case 'j': json = 1; break;
+		case 'c': cmp = 1; break;
+		case 'S':
+			if (parse_num("--seed", optarg, 0, 9007199254740992.0, &seed))
+				return 2;
+			break;
+		case 'd':
+			if (parse_num("--duration", optarg, 1e-6, 86400, &duration))
+				return 2;
+			break;
+		case 'l':
+			if (parse_num("--slice-ms", optarg, 0.01, 60000, &slice))
+				return 2;
+			break;
+		case 'h': usage(stdout); return 0;
+		default:
+			fprintf(stderr, "gpumux sim: unknown or incomplete option '%s' (try gpumux sim --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "gpumux sim: expected exactly one scenario file (try gpumux sim --help)\n");
+		return 2;
+	}
+	gmx_scenario_t sc;
+	char err[1024];
+	if (gmx_scenario_load(argv[optind], &sc, err, sizeof(err))) {
+		fprintf(stderr, "gpumux sim: %s\n", err);
+		return 1;
+	}
+	if (seed >= 0)
+		sc.seed = (uint64_t)seed;
+	if (duration > 0)
+		sc.duration_ns = (int64_t)llround(duration * 1e9);
+	if (slice > 0)
+		sc.params.slice_ns = (int64_t)llround(slice * 1e6);
+	if (only) {
+		uint32_t k = 0;
+		while (k < sc.n_tasks && strcmp(sc.tasks[k].name, only))
+			k++;
+		if (k == sc.n_tasks) {
+			fprintf(stderr, "gpumux sim: --only %s: no such task in %s (tasks:", only, sc.path);
+			for (uint32_t i = 0; i < sc.n_tasks; i++)
+				fprintf(stderr, " %s", sc.tasks[i].name);
+			fprintf(stderr, ")\n");
+			gmx_scenario_free(&sc);
+			return 2;
+		}
+		gmx_sim_task_t keep = sc.tasks[k];
+		sc.tasks[k] = sc.tasks[0];
+		sc.tasks[0] = keep;
+		/* The others stay allocated past n_tasks so that free() finds them. */
+		uint32_t all = sc.n_tasks;
+		sc.n_tasks = 1;
+		int rc = cmp ? compare(&sc) : 0;
+		gmx_sim_result_t *res = calloc(1, sizeof(*res));
+		if (!cmp && res && !(rc = run(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, res))) {
+			gmx_run_info_t info = {sc.name, sched ? sched : sc.sched, mem ? mem : sc.mem, sc.device->name,
+					       sc.seed};
+			if (json)
+				rc = gmx_report_json(stdout, &info, res) ? 1 : 0;
+			else
+				gmx_report_table(stdout, &info, res);
+		}
+		free(res);
+		sc.n_tasks = all;
+		gmx_scenario_free(&sc);
+		return rc;
+	}
+	int rc;
+	if (cmp) {
+		rc = compare(&sc);
+	} else {
+		gmx_sim_result_t *res = calloc(1, sizeof(*res));
+		rc = res ? run(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, res) : 1;
+		if (!rc) {
+			gmx_run_info_t info = {sc.name, sched ? sched : sc.sched, mem ? mem : sc.mem, sc.device->name,
+					       sc.seed};
+			if (json)
+				rc = gmx_report_json(stdout, &info, res) ? 1 : 0;
+			else
+				gmx_report_table(stdout, &info, res);
+		}
+		free(res);
+	}
+	gmx_scenario_free(&sc);
+	return rc;
+}

@@ -1,0 +1,98 @@
+/* JSON and table reports. Numbers are printed with a fixed precision so that
+ * the same run gives byte-identical output. */
+#include "report.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+static json_t *num_or_null(double v, int applies)
+{
+	return applies ? json_real(v) : json_null();
+}
+
+int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+{
+	json_t *root = json_object();
+	json_t *tasks = json_array();
+	json_t *mem = json_object();
+	if (!root || !tasks || !mem) {
+		json_decref(root);
+		json_decref(tasks);
+		json_decref(mem);
+		return -ENOMEM;
+	}
+	json_object_set_new(root, "scenario", json_string(info->scenario));
+	json_object_set_new(root, "sched", json_string(info->sched));
+	json_object_set_new(root, "mem", json_string(info->mem));
+	json_object_set_new(root, "device", json_string(info->device));
+	json_object_set_new(root, "seed", json_integer((json_int_t)info->seed));
+	json_object_set_new(root, "sim_time_s", json_real(r->sim_time_s));
+	for (uint32_t i = 0; i < r->n_tasks; i++) {
+		const gmx_task_result_t *t = &r->tasks[i];
+		json_t *o = json_object(), *lat = json_object();
+		int has_lat = t->lat_p50_s >= 0;
+		json_object_set_new(lat, "p50", num_or_null(t->lat_p50_s, has_lat));
+		json_object_set_new(lat, "p95", num_or_null(t->lat_p95_s, has_lat));
+		json_object_set_new(lat, "p99", num_or_null(t->lat_p99_s, has_lat));
+		json_object_set_new(o, "name", json_string(t->name));
+		json_object_set_new(o, "priority", json_integer(t->priority));
+		json_object_set_new(o, "units", json_integer((json_int_t)t->units));
+		json_object_set_new(o, "throughput_per_s", json_real(t->throughput_per_s));
+		json_object_set_new(o, "jct_s", num_or_null(t->jct_s, t->jct_s >= 0));
+		json_object_set_new(o, "latency_s", lat);
+		json_array_append_new(tasks, o);
+	}
+	json_object_set_new(root, "tasks", tasks);
+	int paging = !strcmp(info->mem, "um");
+	int moves = strcmp(info->mem, "inmem") != 0;
+	json_object_set_new(mem, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
+	json_object_set_new(mem, "footprint_bytes", json_integer((json_int_t)r->footprint_bytes));
+	json_object_set_new(mem, "faults", paging ? json_integer((json_int_t)r->faults) : json_null());
+	json_object_set_new(mem, "fault_entries", paging ? json_integer((json_int_t)r->fault_entries) : json_null());
+	json_object_set_new(mem, "h2d_bytes", moves ? json_integer((json_int_t)r->h2d_bytes) : json_integer(0));
+	json_object_set_new(mem, "d2h_bytes", moves ? json_integer((json_int_t)r->d2h_bytes) : json_integer(0));
+	json_object_set_new(root, "memory", mem);
+	json_object_set_new(root, "kernels", json_integer((json_int_t)r->kernels));
+	int rc = json_dumpf(root, out, JSON_REAL_PRECISION(9) | JSON_PRESERVE_ORDER | JSON_COMPACT);
+	json_decref(root);
+	if (rc || fputc('\n', out) == EOF)
+		return -EIO;
+	return 0;
+}
+
+static void fmt_lat(char *buf, size_t len, double s)
+{
+	if (s < 0)
+		snprintf(buf, len, "-");
+	else if (s < 1e-3)
+		snprintf(buf, len, "%.1fus", s * 1e6);
+	else if (s < 1)
+		snprintf(buf, len, "%.2fms", s * 1e3);
+	else
+		snprintf(buf, len, "%.2fs", s);
+}
+
+void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+{
+	fprintf(out, "%s  sched=%s mem=%s device=%s seed=%llu  simulated %.3f s\n", info->scenario, info->sched,
+		info->mem, info->device, (unsigned long long)info->seed, r->sim_time_s);
+	fprintf(out, "  %-16s %4s %9s %12s %10s %10s %10s\n", "task", "prio", "units", "units/s", "p50", "p95",
+		"p99");
+	for (uint32_t i = 0; i < r->n_tasks; i++) {
+		const gmx_task_result_t *t = &r->tasks[i];
+		char a[32], b[32], c[32];
+		fmt_lat(a, sizeof(a), t->lat_p50_s);
+		fmt_lat(b, sizeof(b), t->lat_p95_s);
+		fmt_lat(c, sizeof(c), t->lat_p99_s);
+		fprintf(out, "  %-16s %4d %9llu %12.3f %10s %10s %10s\n", t->name, t->priority,
+			(unsigned long long)t->units, t->throughput_per_s, a, b, c);
+	}
+	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9, r->capacity_bytes / 1e9);
+	if (strcmp(info->mem, "inmem"))
+		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
+	if (!strcmp(info->mem, "um"))
+		fprintf(out, "; %llu fault batches (%llu pages)", (unsigned long long)r->faults,
+			(unsigned long long)r->fault_entries);
+	fprintf(out, "\n");
+}

@@ -1,0 +1,497 @@
+/* Scenario reader: inih for the syntax, strict checking of every key here. */
+#include "scenario.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumux/gen.h"
+#include "gpumux/workload_io.h"
+
+#define SCENARIO_DURATION_S_DEFAULT 10.0
+#define SCENARIO_DURATION_S_MAX 86400.0
+#define SCENARIO_SEED_DEFAULT 1
+#define SCENARIO_MAX_PARAMS 32
+#define SCENARIO_MAX_COUNT 64
+
+typedef struct task_spec {
+	char *name;
+	int line;                 /* the section's line */
+	char *workload;
+	int workload_line;
+	int priority;
+	uint64_t units, count;
+	char *arrival;
+	int arrival_line;
+	double rate;
+	char *arrivals_path;
+	gmx_param_t params[SCENARIO_MAX_PARAMS];
+	int param_line[SCENARIO_MAX_PARAMS];
+	size_t n_params;
+} task_spec_t;
+
+typedef struct parse_state {
+	gmx_scenario_t *sc;
+	const char *path;
+	int line;
+	char *err;
+	size_t err_len;
+	int failed;
+	task_spec_t *specs;
+	uint32_t n_specs, cap_specs;
+	double duration_s, slice_ms, capacity_gb;
+	int64_t inflight;
+} parse_state_t;
+
+static char *reader(char *str, int num, void *stream)
+{
+	void **ctx = stream;
+	char *r = fgets(str, num, ctx[0]);
+	if (r)
+		(*(int *)ctx[1])++;
+	return r;
+}
+
+static int bad(parse_state_t *st, const char *fmt, const char *a, const char *b)
+{
+	if (!st->failed) {
+		char msg[384];
+		snprintf(msg, sizeof(msg), fmt, a, b);
+		snprintf(st->err, st->err_len, "%s:%d: %s", st->path, st->line, msg);
+		st->failed = 1;
+	}
+	return 0;
+}
+
+static int parse_double(const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi)
+		return -1;
+	*out = d;
+	return 0;
+}
+
+static int parse_u64(const char *v, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	if (*v == '-')
+		return -1;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || x > hi)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+static int set_str(char **field, const char *v)
+{
+	char *c = strdup(v);
+	if (!c)
+		return -1;
+	free(*field);
+	*field = c;
+	return 0;
+}
+
+static int scenario_key(parse_state_t *st, const char *name, const char *value)
+{
+	gmx_scenario_t *sc = st->sc;
+	uint64_t u;
+	if (!strcmp(name, "name"))
+		return set_str(&sc->name, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	if (!strcmp(name, "device")) {
+		sc->device = gmx_preset_find(value);
+		if (!sc->device) {
+			char names[256];
+			gmx_preset_names(names, sizeof(names));
+			return bad(st, "unknown device preset '%s' (expected one of: %s)", value, names);
+		}
+		return 1;
+	}
+	if (!strcmp(name, "sched"))
+		return set_str(&sc->sched, value) ? 0 : 1;
+	if (!strcmp(name, "mem"))
+		return set_str(&sc->mem, value) ? 0 : 1;
+	if (!strcmp(name, "slice_ms")) {
+		if (parse_double(value, 0.001, 60000, &st->slice_ms))
+			return bad(st, "slice_ms '%s' is not a number of milliseconds in [0.001, 60000]%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "inflight")) {
+		if (parse_u64(value, 1024, &u) || u == 0)
+			return bad(st, "inflight '%s' is not an integer in [1, 1024]%s", value, "");
+		st->inflight = (int64_t)u;
+		return 1;
+	}
+	if (!strcmp(name, "duration_s")) {
+		if (parse_double(value, 1e-6, SCENARIO_DURATION_S_MAX, &st->duration_s))
+			return bad(st, "duration_s '%s' is not a positive number of seconds (at most 86400)%s", value,
+				   "");
+		return 1;
+	}
+	if (!strcmp(name, "seed")) {
+		if (parse_u64(value, UINT64_MAX, &sc->seed))
+			return bad(st, "seed '%s' is not a non-negative integer%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "capacity_gb")) {
+		if (parse_double(value, 0.002, 1e6, &st->capacity_gb))
+			return bad(st, "capacity_gb '%s' is not a positive number of GB%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "description"))
+		return 1;
+	return bad(st, "unknown key '%s' in [scenario] (expected name, description, device, sched, mem, slice_ms, "
+		       "inflight, duration_s, seed, capacity_gb)%s",
+		   name, "");
+}
+
+static task_spec_t *spec_for(parse_state_t *st, const char *section)
+{
+	const char *name = section + 5;
+	while (*name == ' ')
+		name++;
+	if (st->n_specs && !strcmp(st->specs[st->n_specs - 1].name, name))
+		return &st->specs[st->n_specs - 1];
+	for (uint32_t i = 0; i < st->n_specs; i++)
+		if (!strcmp(st->specs[i].name, name)) {
+			bad(st, "task '%s' is defined twice%s", name, "");
+			return NULL;
+		}
+	if (!*name) {
+		bad(st, "a task section needs a name: [task NAME]%s%s", "", "");
+		return NULL;
+	}
+	if (st->n_specs == st->cap_specs) {
+		uint32_t ncap = st->cap_specs ? st->cap_specs * 2 : 8;
+		task_spec_t *p = realloc(st->specs, ncap * sizeof(*p));
+		if (!p) {
+			bad(st, "out of memory%s%s", "", "");
+			return NULL;
+		}
+		st->specs = p;
+		st->cap_specs = ncap;
+	}
+	task_spec_t *t = &st->specs[st->n_specs++];
+	memset(t, 0, sizeof(*t));
+	t->name = strdup(name);
+	t->line = st->line;
+	t->count = 1;
+	if (!t->name) {
+		bad(st, "out of memory%s%s", "", "");
+		return NULL;
+	}
+	return t;
+}
+
+static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const char *value)
+{
+	uint64_t u;
+	if (!strcmp(name, "workload")) {
+		t->workload_line = st->line;
+		return set_str(&t->workload, value) ? 0 : 1;
+	}
+	if (!strcmp(name, "priority")) {
+		if (parse_u64(value, GMX_PRIORITY_LEVELS - 1, &u))
+			return bad(st, "priority '%s' is not an integer from 0 (highest) to 9%s", value, "");
+		t->priority = (int)u;
+		return 1;
+	}
+	if (!strcmp(name, "units")) {
+		if (parse_u64(value, UINT64_MAX, &t->units))
+			return bad(st, "units '%s' is not a non-negative integer (0 = run until the end)%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "count")) {
+		if (parse_u64(value, SCENARIO_MAX_COUNT, &t->count) || t->count == 0)
+			return bad(st, "count '%s' is not an integer in [1, 64]%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "arrival")) {
+		if (strcmp(value, "closed") && strcmp(value, "poisson") && strcmp(value, "trace"))
+			return bad(st, "arrival '%s' is not one of closed, poisson, trace%s", value, "");
+		t->arrival_line = st->line;
+		return set_str(&t->arrival, value) ? 0 : 1;
+	}
+	if (!strcmp(name, "rate")) {
+		if (parse_double(value, 1e-6, 1e9, &t->rate))
+			return bad(st, "rate '%s' is not a positive number of requests per second%s", value, "");
+		return 1;
+	}
+	if (!strcmp(name, "arrivals"))
+		return set_str(&t->arrivals_path, value) ? 0 : 1;
+	/* Anything else is the generator's; it checks its own keys. */
+	if (t->n_params == SCENARIO_MAX_PARAMS)
+		return bad(st, "too many workload parameters (at most 32)%s%s", "", "");
+	char *k = strdup(name), *v = strdup(value);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return bad(st, "out of memory%s%s", "", "");
+	}
+	t->params[t->n_params] = (gmx_param_t){k, v};
+	t->param_line[t->n_params++] = st->line;
+	return 1;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	parse_state_t *st = user;
+	if (st->failed)
+		return 0;
+	if (!strcmp(section, "scenario"))
+		return scenario_key(st, name, value);
+	if (!strncmp(section, "task", 4) && (section[4] == ' ' || section[4] == 0)) {
+		task_spec_t *t = spec_for(st, section);
+		return t ? task_key(st, t, name, value) : 0;
+	}
+	return bad(st, "unknown section [%s] (expected [scenario] or [task NAME])%s", section, "");
+}
+
+static void free_specs(parse_state_t *st)
+{
+	for (uint32_t i = 0; i < st->n_specs; i++) {
+		task_spec_t *t = &st->specs[i];
+		free(t->name);
+		free(t->workload);
+		free(t->arrival);
+		free(t->arrivals_path);
+		for (size_t k = 0; k < t->n_params; k++) {
+			free((char *)t->params[k].key);
+			free((char *)t->params[k].value);
+		}
+	}
+	free(st->specs);
+}
+
+static int resolve(const char *dir, const char *rel, char *out, size_t len)
+{
+	int n = rel[0] == '/' ? snprintf(out, len, "%s", rel) : snprintf(out, len, "%s/%s", dir, rel);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int load_gaps(const char *path, gmx_sim_task_t *t, char *err, size_t err_len, const char *where)
+{
+	json_error_t je;
+	json_t *root = json_load_file(path, 0, &je);
+	if (!root) {
+		snprintf(err, err_len, "%s: arrivals file %s:%d:%d: %s", where, path, je.line, je.column, je.text);
+		return -EINVAL;
+	}
+	if (!json_is_array(root) || json_array_size(root) == 0) {
+		json_decref(root);
+		snprintf(err, err_len, "%s: arrivals file %s: expected a non-empty JSON array of seconds", where, path);
+		return -EINVAL;
+	}
+	size_t n = json_array_size(root);
+	t->gaps_s = calloc(n, sizeof(double));
+	if (!t->gaps_s) {
+		json_decref(root);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = json_array_get(root, i);
+		double d = json_is_number(v) ? json_number_value(v) : -1;
+		if (!(d > 0)) {
+			json_decref(root);
+			snprintf(err, err_len, "%s: arrivals file %s: element %zu is not a positive number of seconds",
+				 where, path, i);
+			return -EINVAL;
+		}
+		t->gaps_s[i] = d;
+	}
+	t->n_gaps = (uint32_t)n;
+	json_decref(root);
+	return 0;
+}
+
+static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err_len)
+{
+	gmx_scenario_t *sc = st->sc;
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < st->n_specs; i++)
+		total += st->specs[i].count;
+	if (total == 0) {
+		snprintf(err, err_len, "%s: no [task NAME] section: a scenario needs at least one task", st->path);
+		return -EINVAL;
+	}
+	if (total > GMX_MAX_TASKS) {
+		snprintf(err, err_len, "%s: %llu tasks; at most %d are supported", st->path,
+			 (unsigned long long)total, GMX_MAX_TASKS);
+		return -EINVAL;
+	}
+	sc->tasks = calloc(total, sizeof(*sc->tasks));
+	if (!sc->tasks)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < st->n_specs; i++) {
+		task_spec_t *t = &st->specs[i];
+		char where[PATH_MAX + 16];
+		snprintf(where, sizeof(where), "%s:%d", st->path, t->workload_line ? t->workload_line : t->line);
+		if (!t->workload) {
+			snprintf(err, err_len, "%s:%d: task '%s' has no workload (a generator name or a .gmxw file)",
+				 st->path, t->line, t->name);
+			return -EINVAL;
+		}
+		gmx_sim_task_t proto = {.priority = t->priority, .units = t->units};
+		if (!t->arrival || !strcmp(t->arrival, "closed")) {
+			proto.arrival = GMX_ARRIVAL_CLOSED;
+		} else if (!strcmp(t->arrival, "poisson")) {
+			proto.arrival = GMX_ARRIVAL_POISSON;
+			proto.rate_per_s = t->rate;
+			if (!(t->rate > 0)) {
+				snprintf(err, err_len, "%s:%d: task '%s': poisson arrival needs rate = REQUESTS_PER_S",
+					 st->path, t->arrival_line, t->name);
+				return -EINVAL;
+			}
+		} else {
+			proto.arrival = GMX_ARRIVAL_TRACE;
+			if (!t->arrivals_path) {
+				snprintf(err, err_len, "%s:%d: task '%s': trace arrival needs arrivals = FILE.json",
+					 st->path, t->arrival_line, t->name);
+				return -EINVAL;
+			}
+			char p[PATH_MAX];
+			if (resolve(dir, t->arrivals_path, p, sizeof(p)))
+				return -ENAMETOOLONG;
+			int rc = load_gaps(p, &proto, err, err_len, where);
+			if (rc)
+				return rc;
+		}
+		for (uint64_t c = 0; c < t->count; c++) {
+			gmx_sim_task_t *out = &sc->tasks[sc->n_tasks];
+			*out = proto;
+			if (c > 0 && proto.gaps_s) {
+				out->gaps_s = malloc(proto.n_gaps * sizeof(double));
+				if (!out->gaps_s)
+					return -ENOMEM;
+				memcpy(out->gaps_s, proto.gaps_s, proto.n_gaps * sizeof(double));
+			}
+			char nm[256];
+			if (t->count > 1)
+				snprintf(nm, sizeof(nm), "%s%llu", t->name, (unsigned long long)c);
+			else
+				snprintf(nm, sizeof(nm), "%s", t->name);
+			out->name = strdup(nm);
+			out->workload = calloc(1, sizeof(gmx_workload_t));
+			sc->n_tasks++;
+			if (!out->name || !out->workload)
+				return -ENOMEM;
+			int rc;
+			char msg[512];
+			const char *wl = t->workload;
+			size_t len = strlen(wl);
+			if (strchr(wl, '/') || (len > 5 && !strcmp(wl + len - 5, ".gmxw"))) {
+				char p[PATH_MAX];
+				if (resolve(dir, wl, p, sizeof(p)))
+					return -ENAMETOOLONG;
+				if (t->n_params) {
+					snprintf(err, err_len, "%s:%d: unknown key '%s' for task '%s' (a workload file takes "
+						 "no parameters)", st->path, t->param_line[0], t->params[0].key, t->name);
+					return -EINVAL;
+				}
+				rc = gmx_workload_read(p, out->workload, msg, sizeof(msg));
+			} else if (!gmx_gen_exists(wl)) {
+				snprintf(err, err_len, "%s: task '%s': unknown workload '%s' (expected a generator, see "
+					 "`gpumux gen --list`, or a .gmxw file)", where, t->name, wl);
+				return -EINVAL;
+			} else {
+				rc = gmx_gen_build(wl, t->params, t->n_params, dir, out->workload, msg, sizeof(msg));
+			}
+			if (rc) {
+				snprintf(err, err_len, "%s: task '%s': %s", where, t->name, msg);
+				return rc;
+			}
+			if (!out->workload->n_ops) {
+				snprintf(err, err_len, "%s: task '%s': the workload has no operations", where, t->name);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t err_len)
+{
+	memset(sc, 0, sizeof(*sc));
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+		return -errno;
+	}
+	parse_state_t st = {.sc = sc, .path = path, .err = err, .err_len = err_len, .duration_s = -1,
+			    .slice_ms = -1, .capacity_gb = -1, .inflight = -1};
+	sc->seed = SCENARIO_SEED_DEFAULT;
+	void *ctx[2] = {f, &st.line};
+	int rc = ini_parse_stream(reader, ctx, handler, &st);
+	fclose(f);
+	if (rc != 0 && !st.failed) {
+		snprintf(err, err_len, "%s:%d: expected [section], key = value, or a ; comment", path, rc > 0 ? rc : 0);
+		st.failed = 1;
+	}
+	if (!st.failed) {
+		if (!sc->device)
+			sc->device = gmx_preset_find("rtx5080");
+		gmx_sched_params_default(&sc->params);
+		if (st.slice_ms > 0)
+			sc->params.slice_ns = (int64_t)llround(st.slice_ms * 1e6);
+		if (st.inflight > 0)
+			sc->params.inflight_max = (uint32_t)st.inflight;
+		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
+		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1e9)
+							: sc->device->hbm_bytes - sc->device->reserved_bytes;
+		if ((!sc->sched && set_str(&sc->sched, "timeslice")) || (!sc->mem && set_str(&sc->mem, "inmem")) ||
+		    (!sc->name && set_str(&sc->name, path)) || set_str(&sc->path, path)) {
+			snprintf(err, err_len, "out of memory");
+			st.failed = 1;
+		}
+	}
+	if (!st.failed) {
+		char *copy = strdup(path);
+		if (!copy) {
+			snprintf(err, err_len, "out of memory");
+			st.failed = 1;
+		} else {
+			rc = build_tasks(&st, dirname(copy), err, err_len);
+			free(copy);
+			if (rc) {
+				if (rc == -ENOMEM)
+					snprintf(err, err_len, "%s: out of memory building the tasks", path);
+				st.failed = 1;
+			}
+		}
+	}
+	free_specs(&st);
+	if (st.failed) {
+		gmx_scenario_free(sc);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void gmx_scenario_free(gmx_scenario_t *sc)
+{
+	for (uint32_t i = 0; i < sc->n_tasks; i++) {
+		free(sc->tasks[i].name);
+		free(sc->tasks[i].gaps_s);
+		if (sc->tasks[i].workload) {
+			gmx_workload_free(sc->tasks[i].workload);
+			free(sc->tasks[i].workload);
+		}
+	}
+	free(sc->tasks);
+	free(sc->path);
+	free(sc->name);
+	free(sc->sched);
+	free(sc->mem);
+	memset(sc, 0, sizeof(*sc));
+}

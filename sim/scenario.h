@@ -1,0 +1,31 @@
+/* Scenario files (INI): a device, the default scheduler and memory mode, and
+ * the tasks that share the device. Documented in docs/scenarios.md. */
+#ifndef GMX_SIM_SCENARIO_H
+#define GMX_SIM_SCENARIO_H
+
+#include <stddef.h>
+
+#include "sim.h"
+
+typedef struct gmx_scenario {
+	char *path;
+	char *name;
+	char *sched;           /* default scheduler name */
+	char *mem;             /* default memory mode name */
+	const gmx_preset_t *device;
+	uint64_t capacity_bytes;
+	gmx_sched_params_t params;
+	int64_t duration_ns;
+	uint64_t seed;
+	gmx_sim_task_t *tasks;
+	uint32_t n_tasks;
+} gmx_scenario_t;
+
+/* Reads and builds a scenario (workloads included). 0, or a negative errno
+ * with one line "FILE:LINE: what was expected" in err; *sc is freed on error. */
+int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t err_len);
+
+/* Frees the scenario and its workloads. */
+void gmx_scenario_free(gmx_scenario_t *sc);
+
+#endif
