@@ -204,12 +204,78 @@ static void test_micro(void **state)
 	expect_gen_error("vector-add", (const char *const[]){"footprint", "100T", NULL}, "out of range");
 }
 
+static void test_rodinia(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	const char *kinds[] = {"hotspot", "dwt2d", "cfd", "nn"};
+	for (int i = 0; i < 4; i++) {
+		build(kinds[i], (const char *const[]){"footprint", "64M", NULL}, &w);
+		check_consistent(&w);
+		double fp = (double)gmx_workload_footprint(&w);
+		if (fp > 64.0 * (1 << 20) || fp < 0.97 * 64.0 * (1 << 20))
+			fail_msg("%s: footprint %.0f not within 3%% below 64 MiB", kinds[i], fp);
+		assert_string_equal(w.unit, "iteration");
+		gmx_workload_free(&w);
+	}
+
+	/* hotspot: two launches, ping-pong between the temperature grids. */
+	build("hotspot", (const char *const[]){"n", "1000", NULL}, &w);
+	assert_int_equal(count_kernels(&w), 2);
+	assert_int_equal(w.regions[w.ops[0].region_first + 2].buffer, w.regions[w.ops[1].region_first + 1].buffer);
+	assert_true(w.buffers[0].size == 1000ull * 1000 * 4);
+	gmx_workload_free(&w);
+
+	/* dwt2d: level 1's output quadrant is n/2 rows of n/2 ints, n ints apart (T3). */
+	build("dwt2d", (const char *const[]){"n", "1024", "levels", "3", NULL}, &w);
+	check_consistent(&w);
+	assert_int_equal(count_kernels(&w), 1 + 3 * 5);
+	int strided = 0;
+	for (uint32_t i = 0; i < w.n_ops; i++) {
+		const gmx_op_t *o = &w.ops[i];
+		if (o->kind != GMX_OP_KERNEL || strncmp(w.names[o->name], "fdwt53", 6) || w.args[o->arg_first + 2].value != 512)
+			continue;
+		uint64_t sx = w.args[o->arg_first + 2].value, sy = w.args[o->arg_first + 3].value,
+			 pitch = w.args[o->arg_first + 4].value;
+		/* region 0: the packed input band (T2: sx * sy * 4) */
+		assert_true(w.regions[o->region_first].length == sx * sy * 4);
+		assert_int_equal(o->region_count, 1 + sy);
+		const gmx_region_t *r1 = &w.regions[o->region_first + 1], *r2 = &w.regions[o->region_first + 2];
+		assert_true(r1->length == sx * 4 && r2->offset - r1->offset == pitch * 4);
+		strided++;
+	}
+	assert_int_equal(strided, 3);
+	gmx_workload_free(&w);
+
+	/* cfd: 8 kernels per iteration; nelr padded to 192. */
+	build("cfd", (const char *const[]){"nelr", "97046", NULL}, &w);
+	check_consistent(&w);
+	assert_int_equal(count_kernels(&w), 8);
+	assert_true(w.buffers[0].size == 96960ull * 4);
+	gmx_workload_free(&w);
+
+	/* nn: extents linear in numRecords; distances read back. */
+	build("nn", (const char *const[]){"records", "42764", NULL}, &w);
+	check_consistent(&w);
+	const gmx_op_t *k = &w.ops[0];
+	assert_true(w.regions[k->region_first].length == 8 * w.args[k->arg_first + 2].value);
+	assert_true(w.regions[k->region_first + 1].length == 4 * w.args[k->arg_first + 2].value);
+	assert_int_equal(w.ops[1].kind, GMX_OP_COPY_D2H);
+	gmx_workload_free(&w);
+
+	expect_gen_error("hotspot", (const char *const[]){"n", "100", "footprint", "1G", NULL}, "give n or footprint, not both");
+	expect_gen_error("dwt2d", (const char *const[]){"n", "64", "levels", "9", NULL}, "levels=9 too many");
+	expect_gen_error("nn", (const char *const[]){"readback", "2", NULL}, "readback=2 is out of range (expected 0..1)");
+	expect_gen_error("cfd", (const char *const[]){"mesh", "x", NULL}, "unknown parameter 'mesh' (expected nelr, footprint, think)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_llama3_calibration),
 		cmocka_unit_test(test_llm_variants),
 		cmocka_unit_test(test_micro),
+		cmocka_unit_test(test_rodinia),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
