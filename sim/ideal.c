@@ -246,9 +246,13 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 	/* Warm start as the other modes: memory filled in task then buffer order. */
 	for (uint32_t t = 0; t < n; t++) {
 		task_index_t *ti = &id->t[t];
-		for (uint32_t lb = 0; lb < ti->n_bigs && id->used < id->capacity; lb++) {
-			set_resident(id, ti->first_big + lb, next_use(ti, lb, 0, -1));
-			id->used++;
+		for (uint32_t b = 0; b < w[t]->n_buffers; b++) {
+			uint64_t nb = (w[t]->buffers[b].size + GMX_BIG_SIZE - 1) >> GMX_BIG_SHIFT;
+			for (uint64_t i = 0; i < nb && id->used < id->capacity; i++) {
+				uint32_t big = ti->buf_big[b] + (uint32_t)i;
+				set_resident(id, big, next_use(ti, big - ti->first_big, 0, -1));
+				id->used++;
+			}
 		}
 	}
 	*out = id;

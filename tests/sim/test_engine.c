@@ -1,0 +1,185 @@
+/* The engine: closed-loop timing, determinism, memory modes agreeing when
+ * memory suffices, ideal between um and inmem, invariants, exclusive runs. */
+#include <string.h>
+
+#include "sim_testutil.h"
+
+#include "sim.h"
+
+static gmx_sim_config_t base_config(gmx_sim_task_t *tasks, uint32_t n, const char *sched, gmx_mem_mode_t mem,
+				    uint64_t capacity)
+{
+	gmx_sim_config_t c = {
+		.device = gmx_preset_find("rtx5080"),
+		.capacity_bytes = capacity,
+		.mem = mem,
+		.policy = gmx_sched_find(sched),
+		.duration_ns = 2000000000LL,
+		.seed = 1,
+		.tasks = tasks,
+		.n_tasks = n,
+	};
+	gmx_sched_params_default(&c.sched);
+	return c;
+}
+
+static void closed_loop_unit_time_is_think_launch_and_run(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	tu_sweep(&w, "one", 1 << 20, 1, 4096, 100000 /* 100 us */, 50000 /* 50 us */);
+	gmx_sim_task_t t = {.name = "one", .workload = &w};
+	gmx_sim_config_t c = base_config(&t, 1, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	/* think 50 us + launch 8 us + run 100 us = 158 us per unit */
+	double unit = 158e-6;
+	assert_int_equal(r.tasks[0].units, (uint64_t)(2.0 / unit));
+	assert_true(r.tasks[0].lat_p50_s > 157.9e-6 && r.tasks[0].lat_p50_s < 158.1e-6);
+	gmx_workload_free(&w);
+}
+
+static void same_seed_same_result(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
+	tu_sweep(&b, "b", 64ull << 20, 16, 8ull << 20, 300000, 5000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b, .arrival = GMX_ARRIVAL_POISSON, .rate_per_s = 50}};
+	gmx_sim_result_t r1, r2;
+	char err[256];
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_UM, 80ull << 20);
+	assert_int_equal(gmx_sim_run(&c, &r1, err, sizeof(err)), 0);
+	assert_int_equal(gmx_sim_run(&c, &r2, err, sizeof(err)), 0);
+	assert_true(r1.faults > 0);
+	assert_int_equal(r1.faults, r2.faults);
+	assert_int_equal(r1.h2d_bytes, r2.h2d_bytes);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(r1.tasks[i].units, r2.tasks[i].units);
+		assert_true(r1.tasks[i].throughput_per_s == r2.tasks[i].throughput_per_s);
+		assert_true(r1.tasks[i].lat_p99_s == r2.tasks[i].lat_p99_s);
+	}
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+static void modes_agree_when_memory_suffices(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
+	tu_sweep(&b, "b", 32ull << 20, 8, 8ull << 20, 100000, 5000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_result_t r[3];
+	char err[256];
+	for (int m = 0; m < 3; m++) {
+		gmx_sim_config_t c = base_config(t, 2, "timeslice", (gmx_mem_mode_t)m, 1ull << 30);
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	assert_int_equal(r[1].faults, 0);
+	assert_int_equal(r[1].h2d_bytes, 0);
+	assert_int_equal(r[2].h2d_bytes, 0);
+	for (int i = 0; i < 2; i++) {
+		assert_true(r[0].tasks[i].throughput_per_s == r[1].tasks[i].throughput_per_s);
+		assert_true(r[0].tasks[i].throughput_per_s == r[2].tasks[i].throughput_per_s);
+	}
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+static void ideal_lies_between_um_and_inmem_and_conserves_bytes(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b, d;
+	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
+	tu_sweep(&b, "b", 64ull << 20, 16, 8ull << 20, 300000, 5000);
+	tu_sweep(&d, "d", 48ull << 20, 6, 8ull << 20, 100000, 5000);
+	gmx_sim_task_t t[3] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}, {.name = "d", .workload = &d}};
+	gmx_sim_result_t r[3];
+	char err[256];
+	for (int m = 0; m < 3; m++) {
+		gmx_sim_config_t c = base_config(t, 3, "timeslice", (gmx_mem_mode_t)m, 96ull << 20);
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	double um = 0, id = 0;
+	for (int i = 0; i < 3; i++) {
+		um += r[1].tasks[i].throughput_per_s / r[0].tasks[i].throughput_per_s;
+		id += r[2].tasks[i].throughput_per_s / r[0].tasks[i].throughput_per_s;
+	}
+	assert_true(um < id);
+	assert_true(id <= 3.0001);
+	assert_true(r[1].faults > 0);
+	/* Everything moved in beyond the warm start was moved out again or is resident. */
+	assert_true(r[1].h2d_bytes >= r[1].d2h_bytes);
+	assert_true(r[1].h2d_bytes - r[1].d2h_bytes <= r[1].capacity_bytes);
+	assert_true(r[2].h2d_bytes - r[2].d2h_bytes <= r[2].capacity_bytes);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+	gmx_workload_free(&d);
+}
+
+static void exclusive_runs_each_task_alone(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 1 << 20, 1, 4096, 100000, 50000);
+	tu_sweep(&b, "b", 1 << 20, 1, 4096, 100000, 50000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a, .units = 10}, {.name = "b", .workload = &b, .units = 10}};
+	gmx_sim_config_t c = base_config(t, 2, "exclusive", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.tasks[0].units, 10);
+	assert_int_equal(r.tasks[1].units, 10);
+	assert_true(r.tasks[0].jct_s > 1.579e-3 && r.tasks[0].jct_s < 1.581e-3);
+	assert_true(r.sim_time_s > 3.159e-3 && r.sim_time_s < 3.161e-3);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+static void timeslice_shares_the_device_equally(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 1 << 20, 1, 4096, 500000, 0);
+	tu_sweep(&b, "b", 1 << 20, 1, 4096, 500000, 0);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	assert_true(r.tasks[0].units > 1000);
+	int64_t diff = (int64_t)r.tasks[0].units - (int64_t)r.tasks[1].units;
+	assert_true(diff >= -1 && diff <= 1);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+static void footprint_beyond_host_memory_is_refused(void **state)
+{
+	(void)state;
+	gmx_workload_t a;
+	tu_sweep(&a, "a", 200ull << 30, 1, 4096, 1000, 0);
+	gmx_sim_task_t t = {.name = "a", .workload = &a};
+	gmx_sim_config_t c = base_config(&t, 1, "timeslice", GMX_MEM_UM, 1ull << 30);
+	gmx_sim_result_t r;
+	char err[256];
+	assert_true(gmx_sim_run(&c, &r, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "exceeds the host memory"));
+	gmx_workload_free(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(closed_loop_unit_time_is_think_launch_and_run),
+		cmocka_unit_test(same_seed_same_result),
+		cmocka_unit_test(modes_agree_when_memory_suffices),
+		cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
+		cmocka_unit_test(exclusive_runs_each_task_alone),
+		cmocka_unit_test(timeslice_shares_the_device_equally),
+		cmocka_unit_test(footprint_beyond_host_memory_is_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,123 @@
+/* Scenario files: every kind of bad input gives one line naming file and line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim_testutil.h"
+
+#include "scenario.h"
+
+static char path[64];
+
+static int load_text(const char *text, char *err, size_t len)
+{
+	strcpy(path, "/tmp/gmx-scenario-XXXXXX.ini");
+	int fd = mkstemps(path, 4);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	gmx_scenario_t sc;
+	int rc = gmx_scenario_load(path, &sc, err, len);
+	if (!rc)
+		gmx_scenario_free(&sc);
+	unlink(path);
+	return rc;
+}
+
+static void expect_error(const char *text, int line, const char *needle)
+{
+	char err[1024], where[96];
+	assert_true(load_text(text, err, sizeof(err)) < 0);
+	snprintf(where, sizeof(where), "%s:%d:", path, line);
+	if (!strstr(err, where) || !strstr(err, needle))
+		fail_msg("expected '%s' ... '%s', got: %s", where, needle, err);
+	assert_null(strchr(err, '\n'));
+}
+
+static void valid_scenario_loads(void **state)
+{
+	(void)state;
+	char err[512];
+	int rc = load_text("[scenario]\ndevice = rtx3080\nslice_ms = 4\n[task a]\nworkload = vector-add\n"
+			   "footprint = 12000000\ncount = 2\n",
+			   err, sizeof(err));
+	if (rc)
+		fail_msg("%s", err);
+}
+
+static void unknown_scenario_key(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\nname = x\ndurration_s = 3\n", 3, "unknown key 'durration_s'");
+}
+
+static void unknown_section(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\n[tasks a]\nworkload = vector-add\n", 3, "unknown section [tasks a]");
+}
+
+static void unknown_preset(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\ndevice = rtx9090\n", 2, "unknown device preset 'rtx9090'");
+}
+
+static void bad_priority(void **state)
+{
+	(void)state;
+	expect_error("[task a]\nworkload = vector-add\npriority = 10\n", 3, "priority '10'");
+}
+
+static void negative_units(void **state)
+{
+	(void)state;
+	expect_error("[task a]\nworkload = vector-add\nunits = -4\n", 3, "units '-4'");
+}
+
+static void unknown_generator(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\n[task a]\nworkload = warp-drive\n", 3, "unknown workload 'warp-drive'");
+}
+
+static void bad_generator_parameter(void **state)
+{
+	(void)state;
+	expect_error("[task a]\nworkload = vector-add\nfootprint = -5\n", 2, "footprint");
+}
+
+static void missing_workload(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\n[task a]\npriority = 1\n", 3, "has no workload");
+}
+
+static void missing_file(void **state)
+{
+	(void)state;
+	gmx_scenario_t sc;
+	char err[256];
+	assert_true(gmx_scenario_load("/nonexistent/s.ini", &sc, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "/nonexistent/s.ini: cannot open"));
+}
+
+static void missing_workload_file(void **state)
+{
+	(void)state;
+	expect_error("[task a]\nworkload = nothere/w.gmxw\n", 2, "w.gmxw");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(valid_scenario_loads),   cmocka_unit_test(unknown_scenario_key),
+		cmocka_unit_test(unknown_section),        cmocka_unit_test(unknown_preset),
+		cmocka_unit_test(bad_priority),           cmocka_unit_test(negative_units),
+		cmocka_unit_test(unknown_generator),      cmocka_unit_test(bad_generator_parameter),
+		cmocka_unit_test(missing_workload),       cmocka_unit_test(missing_file),
+		cmocka_unit_test(missing_workload_file),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
