@@ -102,16 +102,38 @@ static int win_fail(jwin_t *w, const char *what)
 }
 
 /* Finds the extent of the JSON value at pos (structure only; jansson checks the
- * rest). On success *n is its length in bytes from pos. */
+ * rest). On success *n is its length in bytes from pos. Strings are skipped
+ * with memchr: event bodies are mostly kernel names. */
 static int win_frame(jwin_t *w, size_t *n)
 {
 	size_t i = 0;
-	int depth = 0, in_str = 0, esc = 0;
+	int depth = 0, in_str = 0;
 	char c0 = w->d[w->pos];
 	int scalar = !(c0 == '{' || c0 == '[' || c0 == '"');
 	for (;;) {
-		while (w->pos + i < w->len) {
-			char c = w->d[w->pos + i];
+		const char *base = w->d + w->pos;
+		size_t avail = w->len - w->pos;
+		while (i < avail) {
+			if (in_str) {
+				const char *q = memchr(base + i, '"', avail - i);
+				if (!q) {
+					i = avail;
+					break;
+				}
+				size_t at = (size_t)(q - base), bs = 0;
+				while (at - bs > 0 && base[at - bs - 1] == '\\')
+					bs++;
+				i = at + 1;
+				if (bs % 2)
+					continue; /* an escaped quote */
+				in_str = 0;
+				if (depth == 0) {
+					*n = i;
+					return 0;
+				}
+				continue;
+			}
+			char c = base[i];
 			if (scalar) {
 				if (c == ',' || c == ']' || c == '}' || c == ' ' || c == '\n' || c == '\t' || c == '\r') {
 					*n = i;
@@ -121,20 +143,6 @@ static int win_frame(jwin_t *w, size_t *n)
 				continue;
 			}
 			i++;
-			if (in_str) {
-				if (esc)
-					esc = 0;
-				else if (c == '\\')
-					esc = 1;
-				else if (c == '"') {
-					in_str = 0;
-					if (depth == 0) {
-						*n = i;
-						return 0;
-					}
-				}
-				continue;
-			}
 			if (c == '"')
 				in_str = 1;
 			else if (c == '{' || c == '[')
@@ -483,21 +491,57 @@ static int on_event(kstate_t *k, const json_t *ev)
 	return 0;
 }
 
-/* Flow arrows (ac2g, async) and Python stacks carry nothing the workload needs
- * and are a third of a large trace: recognise them from their first bytes and
- * skip jansson for them (their brackets and strings were still checked). */
-static int skippable(const char *p, size_t n)
+/* The string value of `key` among the first bytes of an event, or NULL. */
+static const char *peek_str(const char *p, size_t lim, const char *key, size_t klen, size_t *vlen)
 {
-	size_t lim = n < 160 ? n : 160;
-	const char *c = memmem(p, lim, "\"cat\"", 5);
+	const char *c = memmem(p, lim, key, klen), *end = p + lim;
 	if (!c)
-		return 0;
-	const char *q = c + 5, *end = p + lim;
+		return NULL;
+	const char *q = c + klen;
 	while (q < end && (*q == ' ' || *q == ':' || *q == '\n' || *q == '\t' || *q == '\r'))
 		q++;
-	size_t left = (size_t)(end - q);
-	return (left >= 6 && !memcmp(q, "\"ac2g\"", 6)) || (left >= 7 && !memcmp(q, "\"async\"", 7)) ||
-	       (left >= 17 && !memcmp(q, "\"python_function\"", 17));
+	if (q >= end || *q != '"')
+		return NULL;
+	const char *e = memchr(q + 1, '"', (size_t)(end - q - 1));
+	if (!e)
+		return NULL;
+	*vlen = (size_t)(e - q - 1);
+	return q + 1;
+}
+
+static int is_one_of(const char *v, size_t n, const char *const *set)
+{
+	for (; *set; set++)
+		if (strlen(*set) == n && !memcmp(v, *set, n))
+			return 1;
+	return 0;
+}
+
+/* Events that carry nothing the workload needs, recognised from their first
+ * bytes so jansson never parses them: flow arrows, Python frames, annotations,
+ * and runtime calls that neither launch, copy nor wait for the host. They are
+ * a good half of a large trace. Their brackets and strings are still checked
+ * by the framing. */
+static int skippable(const char *p, size_t n)
+{
+	static const char *const cats[] = {"ac2g", "async", "python_function", "user_annotation", "flow", NULL};
+	static const char *const calls[] = {"cudaEventQuery", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+					    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaStreamIsCapturing",
+					    "cudaStreamWaitEvent", "cudaEventRecord", "cudaGetDevice", "cudaSetDevice",
+					    "cudaGetLastError", "cudaPeekAtLastError", "cudaFuncGetAttributes",
+					    "cudaDeviceGetAttribute", "cudaPointerGetAttributes", "cudaFuncSetAttribute",
+					    "cudaStreamGetPriority", "cudaEventCreateWithFlags", "cudaEventDestroy", NULL};
+	size_t lim = n < 200 ? n : 200, cl, nl;
+	const char *cat = peek_str(p, lim, "\"cat\"", 5, &cl);
+	if (!cat)
+		return 0;
+	if (is_one_of(cat, cl, cats))
+		return 1;
+	if ((cl == 12 && !memcmp(cat, "cuda_runtime", 12)) || (cl == 7 && !memcmp(cat, "Runtime", 7))) {
+		const char *name = peek_str(p, lim, "\"name\"", 6, &nl);
+		return name && is_one_of(name, nl, calls);
+	}
+	return 0;
 }
 
 static int parse_events(jwin_t *w, kstate_t *k)
@@ -721,6 +765,11 @@ typedef struct build {
 #define WS_MAX_BUFFERS 16
 #define WS_SCAN 64
 
+static uint64_t reuse_key(const mem_rec_t *m, uint64_t size)
+{
+	return m->has_addr ? (m->addr * 0x9e3779b97f4a7c15ull) ^ size : size;
+}
+
 static int build_buffers(build_t *b)
 {
 	kstate_t *k = b->k;
@@ -735,11 +784,13 @@ static int build_buffers(build_t *b)
 	 * the same size (the caching allocator hands blocks back that way). */
 	gmx_u64map_t by_size = {0}; /* size -> head of a stack of lives, via next[] */
 	uint32_t *next = NULL;
+	uint32_t *bnext = NULL; /* buffer -> next released buffer under the same reuse key */
 	int rc = 0;
 	int64_t pre_total = -1;
 	uint64_t pre_freed = 0;
 	next = malloc((k->n_mem + 1) * sizeof(*next));
-	if (!next) {
+	bnext = malloc((k->n_mem + 1) * sizeof(*bnext)); /* at most one buffer per event */
+	if (!next || !bnext) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -755,15 +806,20 @@ static int build_buffers(build_t *b)
 		uint32_t li = UINT32_MAX;
 		if (m->bytes > 0) {
 			uint32_t buf = UINT32_MAX, old;
-			uint64_t key = m->addr * 0x9e3779b97f4a7c15ull ^ size;
-			if (m->has_addr) {
-				if (gmx_u64map_get(&live, m->addr, &old))
-					b->life[old].free_ts = m->ts; /* freed without an event */
-				if (gmx_u64map_get(&reuse, key, &buf)) {
+			uint64_t key = reuse_key(m, size);
+			if (m->has_addr && gmx_u64map_get(&live, m->addr, &old))
+				b->life[old].free_ts = m->ts; /* freed without an event */
+			/* Hand back a released buffer of the same address and size (or the
+			 * same size when addresses are not recorded): the caching allocator
+			 * reuses its blocks, and so the buffer count stays near the live set. */
+			if (gmx_u64map_get(&reuse, key, &buf)) {
+				uint32_t nx = bnext[buf];
+				if (nx == UINT32_MAX)
 					gmx_u64map_del(&reuse, key);
-				} else
-					buf = UINT32_MAX;
-			}
+				else if ((rc = gmx_u64map_put(&reuse, key, nx)))
+					goto out;
+			} else
+				buf = UINT32_MAX;
 			if (buf == UINT32_MAX) {
 				rc = gmx_workload_add_buffer(w, m->has_addr ? m->addr : 0, size, NULL, &buf);
 				if (rc)
@@ -817,11 +873,12 @@ static int build_buffers(build_t *b)
 				b->life[found].free_ts = m->ts;
 			}
 			li = found;
-			if (m->has_addr) {
-				uint64_t key = m->addr * 0x9e3779b97f4a7c15ull ^ size;
-				if ((rc = gmx_u64map_put(&reuse, key, b->life[found].buffer)))
-					goto out;
-			}
+			uint32_t fb = b->life[found].buffer, head = UINT32_MAX;
+			uint64_t key = reuse_key(m, w->buffers[fb].size);
+			gmx_u64map_get(&reuse, key, &head);
+			bnext[fb] = head;
+			if ((rc = gmx_u64map_put(&reuse, key, fb)))
+				goto out;
 		}
 		b->mem_life[i] = li;
 	}
@@ -839,6 +896,7 @@ static int build_buffers(build_t *b)
 	}
 out:
 	free(next);
+	free(bnext);
 	gmx_u64map_free(&live);
 	gmx_u64map_free(&reuse);
 	gmx_u64map_free(&by_size);
