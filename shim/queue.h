@@ -1,0 +1,70 @@
+/* The shim's software queues: per-stream FIFOs released to the driver when granted. */
+#ifndef GMX_SHIM_QUEUE_H
+#define GMX_SHIM_QUEUE_H
+
+#include "shim_internal.h"
+
+/* What a hook hands to the queue: the command as the application issued it. */
+typedef struct {
+    gmx_cmd_kind_t kind;
+    CUstream stream;
+    int ptsz; /* issued through a _ptsz/_ptds entry point */
+    /* launches */
+    CUfunction f;
+    unsigned grid[3], block[3], shmem;
+    void **params, **extra;
+    const CUlaunchConfig *cfg;
+    /* host function */
+    CUhostFn fn;
+    void *user;
+    /* graph */
+    CUgraphExec gexec;
+    /* copies (copy_kind 0 generic, 1 HtoD, 2 DtoH, 3 DtoD) and memsets (width 1, 2, 4) */
+    int copy_kind;
+    CUdeviceptr dst, src;
+    void *hdst;
+    const void *hsrc;
+    size_t n;
+    unsigned value;
+    int width;
+    /* events */
+    CUevent ev;
+    unsigned flags;
+    int with_flags;
+} gmx_shim_req_t;
+
+/* Result meaning "the queue cannot take this command; call the driver after a barrier". */
+#define GMX_SHIM_DIRECT ((CUresult)-1)
+
+/* Queues a command in its stream's FIFO (releasing it at once when granted); returns
+ * CUDA_SUCCESS, a driver error for a bad handle, or GMX_SHIM_DIRECT. */
+CUresult gmx_shim_enqueue(const gmx_shim_req_t *req);
+
+/* Nonzero if the stream is being captured (its work must go straight to the driver). */
+int gmx_shim_capturing(CUstream s, int ptsz);
+
+/* Waits until the stream's queued work reached the driver; returns the stream handle for the
+ * driver and the first deferred error of that queue (CUDA_SUCCESS if none) in *err. */
+CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err);
+
+/* CUDA_ERROR_NOT_READY if the stream still has queued work, else CUDA_SUCCESS; *out gets
+ * the driver's handle for the stream. */
+CUresult gmx_shim_stream_pending(CUstream s, int ptsz, CUstream *out);
+
+/* Waits until the stream's queue is empty and its in-flight work retired, then forgets it. */
+void gmx_shim_stream_forget(CUstream s);
+
+/* Nonzero while a record of the event is still in a software queue. */
+int gmx_shim_event_pending(CUevent e);
+
+/* Waits until no record of the event is queued; forget also drops the shim's record of it. */
+void gmx_shim_event_flush(CUevent e, int forget);
+
+/* Counts stream captures so launches check capture status only while one may be active. */
+void gmx_shim_capture_begin(void);
+void gmx_shim_capture_end(void);
+
+/* Forgets cached kernel names and layouts (a module was unloaded). */
+void gmx_shim_func_cache_clear(void);
+
+#endif

@@ -1,0 +1,19 @@
+/* The shim's tunables: default and bounds in one place (each read from the environment). */
+#ifndef GMX_SHIM_TUNABLES_H
+#define GMX_SHIM_TUNABLES_H
+
+/* GPUMUX_SHIM_INFLIGHT: commands released to the driver and not yet complete. Small, so a
+ * held process stops within a few kernels; large enough to keep the GPU fed. */
+#define GMX_INFLIGHT_DEFAULT 4
+#define GMX_INFLIGHT_MIN 1
+#define GMX_INFLIGHT_MAX 1024
+
+/* How often a waiting thread or the dispatcher re-checks completions and grants (µs). */
+#define GMX_POLL_US_DEFAULT 200
+#define GMX_POLL_US_MIN 20
+#define GMX_POLL_US_MAX 100000
+
+/* Bytes of kernel parameters copied per launch (larger layouts are released synchronously). */
+#define GMX_PARAM_BYTES_MAX 32768
+
+#endif
