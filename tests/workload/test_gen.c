@@ -269,6 +269,70 @@ static void test_rodinia(void **state)
 	expect_gen_error("cfd", (const char *const[]){"mesh", "x", NULL}, "unknown parameter 'mesh' (expected nelr, footprint, think)");
 }
 
+#define RESNET152 "traces/reef/resnet152/resnet152.json"
+
+static void test_reef(void **state)
+{
+	(void)state;
+	gmx_workload_t w, big;
+	build("reef", (const char *const[]){"graph", RESNET152, NULL}, &w);
+	check_consistent(&w);
+	/* The graph's 207 fused kernels over its 317 storage entries. */
+	assert_int_equal(count_kernels(&w), 207);
+	assert_int_equal(w.n_buffers, 317);
+	assert_string_equal(w.unit, "request");
+	/* storage[0] is "data": 12288 float32 elements. */
+	assert_true(w.buffers[0].size == 12288 * 4);
+	assert_int_equal(w.ops[0].kind, GMX_OP_COPY_H2D);
+	/* Request = model latency 13,233 us (MI50) x 0.504 on rtx5080. */
+	double ms = (double)gmx_workload_gpu_ns(&w) / 1e6;
+	assert_true(ms > 6.6 && ms < 6.75);
+	/* The first kernel: launch dims and args straight from the graph. */
+	const gmx_op_t *k = &w.ops[1];
+	assert_string_equal(w.names[k->name], "fused_add_14_kernel0");
+	assert_int_equal(k->grid[0], 48);
+	assert_int_equal(k->block[0], 256);
+	assert_int_equal(k->arg_count, 3);
+	assert_true(w.args[k->arg_first].value == w.buffers[2].addr);
+
+	build("reef", (const char *const[]){"graph", RESNET152, "batch", "8", NULL}, &big);
+	check_consistent(&big);
+	for (uint32_t b = 0; b < w.n_buffers; b++) {
+		const char *n = w.buffers[b].name;
+		int param = n[0] == 'p' && n[1] >= '0' && n[1] <= '9';
+		assert_true(big.buffers[b].size == w.buffers[b].size * (param ? 1 : 8));
+	}
+	assert_true(gmx_workload_gpu_ns(&big) > gmx_workload_gpu_ns(&w));
+	gmx_workload_free(&big);
+	gmx_workload_free(&w);
+
+	/* Every shipped graph builds. */
+	const char *models[] = {"vgg", "resnet18", "resnet", "alexnet", "mobilenet", "bert"};
+	for (int i = 0; i < 6; i++) {
+		char path[128];
+		snprintf(path, sizeof(path), "traces/reef/%s/%s.json", models[i], models[i]);
+		build("reef", (const char *const[]){"graph", path, NULL}, &w);
+		check_consistent(&w);
+		gmx_workload_free(&w);
+	}
+
+	/* JSON errors carry the file, line and column. */
+	char bad[] = "/tmp/gmx-reef-XXXXXX";
+	int fd = mkstemp(bad);
+	assert_true(fd >= 0);
+	assert_true(write(fd, "{\"storage\": [1,\n  ]}\n", 20) == 20);
+	close(fd);
+	char want[96];
+	snprintf(want, sizeof(want), "reef: %s:2:", bad);
+	expect_gen_error("reef", (const char *const[]){"graph", bad, "profile", bad, NULL}, want);
+	unlink(bad);
+	expect_gen_error("reef", NULL, "reef: graph= is required");
+	expect_gen_error("reef", (const char *const[]){"graph", "traces/reef/none.json", NULL}, "cannot open graph");
+	expect_gen_error("reef", (const char *const[]){"graph", RESNET152, "batch", "0", NULL}, "batch=0 is out of range");
+	expect_gen_error("reef", (const char *const[]){"graph", RESNET152, "bach", "2", NULL},
+			 "unknown parameter 'bach' (expected graph, profile, batch, think)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +340,7 @@ int main(void)
 		cmocka_unit_test(test_llm_variants),
 		cmocka_unit_test(test_micro),
 		cmocka_unit_test(test_rodinia),
+		cmocka_unit_test(test_reef),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
