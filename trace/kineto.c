@@ -479,7 +479,10 @@ static int on_event(kstate_t *k, const json_t *ev)
 			k->n_mem++;
 		return 0;
 	}
-	if (!strcmp(cat, "cpu_op") || !strcmp(cat, "Operator")) {
+	/* Only ATen operators delimit the working-set rule's "operator": the
+	 * wrappers above them (modules, autograd nodes, optimizer steps) span
+	 * many kernels and would lump their buffers together. */
+	if ((!strcmp(cat, "cpu_op") || !strcmp(cat, "Operator")) && !strncmp(name, "aten::", 6)) {
 		PUSH(k->cpu, k->n_cpu, k->cap_cpu);
 		cpu_rec_t *c = &k->cpu[k->n_cpu++];
 		c->ts = us_to_ns(json_object_get(ev, "ts"));
@@ -764,6 +767,7 @@ typedef struct build {
  * optimizer step with thousands of allocations) cannot make import quadratic. */
 #define WS_MAX_BUFFERS 16
 #define WS_SCAN 64
+#define WS_BACK_OPS 8 /* how far back (c) looks for the operator that made the inputs */
 
 static uint64_t reuse_key(const mem_rec_t *m, uint64_t size)
 {
@@ -1018,8 +1022,10 @@ static int working_set(build_t *b, int64_t tid, int64_t t)
 	const cpu_rec_t *op = &th->ops[oi];
 	uint32_t got[WS_MAX_BUFFERS], n = 0;
 	int rc;
-	if (oi > 0) { /* (c) what the previous operator allocated and is still live */
-		const cpu_rec_t *prev = &th->ops[oi - 1];
+	/* (c) inputs: what the latest earlier operator that allocated anything
+	 * (views and in-place ops allocate nothing) made and is still live */
+	for (size_t back = 1; back <= WS_BACK_OPS && back <= oi && n == 0; back++) {
+		const cpu_rec_t *prev = &th->ops[oi - back];
 		size_t hi = mem_lower(th, prev->end + 1), lo = mem_lower(th, prev->ts);
 		for (size_t i = hi, s = 0; i > lo && s < WS_SCAN && n < WS_MAX_BUFFERS / 2; i--, s++) {
 			const tmem_t *m = &th->mem[i - 1];
