@@ -11,13 +11,14 @@ int gmx_src_fail(gmx_src_t *s, const char *fmt, ...)
 {
 	/* Keep the first message: it names where things went wrong first. */
 	if (s->err && s->err_len && !s->err[0]) {
-		int n = snprintf(s->err, s->err_len, "%s: ", s->label);
-		if (n > 0 && (size_t)n < s->err_len) {
-			va_list ap;
-			va_start(ap, fmt);
-			vsnprintf(s->err + n, s->err_len - (size_t)n, fmt, ap);
-			va_end(ap);
-		}
+		char msg[512];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		/* "FILE:LINE:COL: what" when the message starts with a place, else "FILE: what". */
+		int placed = msg[0] >= '0' && msg[0] <= '9';
+		snprintf(s->err, s->err_len, "%s:%s%s", s->label, placed ? "" : " ", msg);
 		/* One line, whatever the message carried. */
 		for (char *p = s->err; *p; p++)
 			if (*p == '\n' || *p == '\r')
