@@ -874,7 +874,7 @@ int gmx_workload_write(const gmx_workload_t *w, const char *path, char *err, siz
 	FILE *out = fopen(tmp, "w");
 	if (!out) {
 		rc = -errno;
-		snprintf(err, err_len, "%s: cannot create: %s", tmp, strerror(-rc));
+		snprintf(err, err_len, "%s: cannot create the temporary %s: %s", path, tmp, strerror(-rc));
 		free(tmp);
 		return rc;
 	}

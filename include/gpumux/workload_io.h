@@ -15,10 +15,12 @@ int gmx_workload_read(const char *path, gmx_workload_t *w, char *err, size_t err
 int gmx_workload_read_stream(FILE *in, const char *label, gmx_workload_t *w, char *err, size_t err_len);
 
 /* Writes *w to `path` atomically (a temporary beside it, renamed on success, removed
- * on failure: no partial file is ever left). 0 or a negative errno with err set. */
+ * on failure: no partial file is ever left). 0 or a negative errno with err set;
+ * -EINVAL (nothing written) when a field could not read back unchanged. */
 int gmx_workload_write(const gmx_workload_t *w, const char *path, char *err, size_t err_len);
 
-/* Writes *w to an open stream. 0 or -EIO. */
+/* Writes *w to an open stream. 0, -EINVAL (nothing written: inconsistent, or a
+ * string that could not read back unchanged) or -EIO. */
 int gmx_workload_write_stream(const gmx_workload_t *w, FILE *out);
 
 #endif
