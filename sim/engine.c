@@ -547,7 +547,7 @@ static int build_task(sim_t *s, uint32_t i)
 		if (j < tk->n_slots)
 			continue;
 		if (tk->n_slots == cap) {
-			slot_t *p = realloc(tk->slots, 2 * cap * sizeof(*p));
+			slot_t *p = realloc(tk->slots, 2 * (size_t)cap * sizeof(*p));
 			if (!p)
 				return -ENOMEM;
 			memset(p + cap, 0, cap * sizeof(*p));

@@ -89,7 +89,7 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 			(unsigned long long)t->units, t->throughput_per_s, a, b, c);
 	}
 	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9, r->capacity_bytes / 1e9);
-	if (strcmp(info->mem, "inmem"))
+	if (strcmp(info->mem, "inmem") != 0)
 		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
 	if (!strcmp(info->mem, "um"))
 		fprintf(out, "; %llu fault batches (%llu pages)", (unsigned long long)r->faults,

@@ -218,7 +218,7 @@ static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const c
 		return 1;
 	}
 	if (!strcmp(name, "arrival")) {
-		if (strcmp(value, "closed") && strcmp(value, "poisson") && strcmp(value, "trace"))
+		if (strcmp(value, "closed") != 0 && strcmp(value, "poisson") != 0 && strcmp(value, "trace") != 0)
 			return bad(st, "arrival '%s' is not one of closed, poisson, trace%s", value, "");
 		t->arrival_line = st->line;
 		return set_str(&t->arrival, value) ? 0 : 1;
@@ -239,7 +239,8 @@ static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const c
 		free(v);
 		return bad(st, "out of memory%s%s", "", "");
 	}
-	t->params[t->n_params] = (gmx_param_t){k, v};
+	t->params[t->n_params].key = k;
+	t->params[t->n_params].value = v;
 	t->param_line[t->n_params++] = st->line;
 	return 1;
 }
@@ -304,6 +305,8 @@ static int load_gaps(const char *path, gmx_sim_task_t *t, char *err, size_t err_
 		double d = json_is_number(v) ? json_number_value(v) : -1;
 		if (!(d > 0)) {
 			json_decref(root);
+			free(t->gaps_s);
+			t->gaps_s = NULL;
 			snprintf(err, err_len, "%s: arrivals file %s: element %zu is not a positive number of seconds",
 				 where, path, i);
 			return -EINVAL;
@@ -360,21 +363,25 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 					 st->path, t->arrival_line, t->name);
 				return -EINVAL;
 			}
-			char p[PATH_MAX];
-			if (resolve(dir, t->arrivals_path, p, sizeof(p)))
-				return -ENAMETOOLONG;
-			int rc = load_gaps(p, &proto, err, err_len, where);
-			if (rc)
-				return rc;
 		}
+		const gmx_sim_task_t *first = &sc->tasks[sc->n_tasks];
 		for (uint64_t c = 0; c < t->count; c++) {
 			gmx_sim_task_t *out = &sc->tasks[sc->n_tasks];
 			*out = proto;
-			if (c > 0 && proto.gaps_s) {
-				out->gaps_s = malloc(proto.n_gaps * sizeof(double));
+			/* Each replica owns its copy of the arrival list. */
+			if (proto.arrival == GMX_ARRIVAL_TRACE && c == 0) {
+				char p[PATH_MAX];
+				if (resolve(dir, t->arrivals_path, p, sizeof(p)))
+					return -ENAMETOOLONG;
+				int rc = load_gaps(p, out, err, err_len, where);
+				if (rc)
+					return rc;
+			} else if (proto.arrival == GMX_ARRIVAL_TRACE) {
+				out->gaps_s = malloc(first->n_gaps * sizeof(double));
 				if (!out->gaps_s)
 					return -ENOMEM;
-				memcpy(out->gaps_s, proto.gaps_s, proto.n_gaps * sizeof(double));
+				memcpy(out->gaps_s, first->gaps_s, first->n_gaps * sizeof(double));
+				out->n_gaps = first->n_gaps;
 			}
 			char nm[256];
 			if (t->count > 1)
