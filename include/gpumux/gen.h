@@ -20,7 +20,9 @@ typedef struct gmx_param {
  * here). Relative paths in params resolve against base_dir (the scenario's
  * folder; NULL = current directory). Returns 0, or -EINVAL with one line in err
  * naming the bad parameter and what was expected (unknown generator, unknown
- * key, value out of range), or -ENOENT/-ENOMEM. *out is freed on error. */
+ * key, value out of range, malformed input file), the negative errno of an input
+ * file that cannot be opened (-ENOENT, -EACCES, ...), or -ENOMEM. *out is freed
+ * (and zeroed) on error. */
 int gmx_gen_build(const char *kind, const gmx_param_t *params, size_t n_params, const char *base_dir,
 		  gmx_workload_t *out, char *err, size_t err_len);
 
