@@ -4,7 +4,10 @@
  * Three runs, each in its own process (the shim reads its policy once, at load):
  *   direct       the stand-in driver called directly
  *   passthrough  through the shim, default policy (no queue)
- *   queue        through the shim, every launch queued, granted and released (in flight <= 4)
+ *   queue        through the shim, every launch queued and granted, in flight <= 4 (default):
+ *                once 4 are in flight the call only enqueues; the dispatcher releases
+ *   queue_inline through the shim, queued with in flight <= 1024: each call enqueues, releases
+ *                to the driver and records the completion event itself (the whole path)
  * Each run times N launches of a zero-duration kernel one by one (CLOCK_MONOTONIC around
  * the call), synchronising every 256 launches outside the timed region. Prints a table and
  * one JSON line; "added" is the run's figure minus the direct run's.
@@ -122,7 +125,11 @@ static int spawn(const char *self, const char *mode, int n, const char *dir, lon
         setenv("GPUMUX_REAL_LIBCUDA", GMX_STANDIN_PATH, 1);
         unsetenv("GPUMUX_STANDIN_LOG");
         unsetenv("GPUMUX_SHIM_LOG");
-        setenv("GPUMUX_SHIM_POLICY", strcmp(mode, "queue") == 0 ? "queue" : "passthrough", 1);
+        setenv("GPUMUX_SHIM_POLICY", strncmp(mode, "queue", 5) == 0 ? "queue" : "passthrough", 1);
+        if (strcmp(mode, "queue_inline") == 0)
+            setenv("GPUMUX_SHIM_INFLIGHT", "1024", 1);
+        else
+            unsetenv("GPUMUX_SHIM_INFLIGHT");
         char nb[32];
         snprintf(nb, sizeof nb, "%d", n);
         execl(self, self, "--run", mode, nb, (char *)NULL);
@@ -154,9 +161,10 @@ int main(int argc, char **argv)
         perror("bench_shim: mkdtemp");
         return 1;
     }
-    const char *modes[3] = {"direct", "passthrough", "queue"};
-    long long r[3][2];
-    for (int i = 0; i < 3; i++)
+    enum { NMODES = 4 };
+    const char *modes[NMODES] = {"direct", "passthrough", "queue", "queue_inline"};
+    long long r[NMODES][2];
+    for (int i = 0; i < NMODES; i++)
         if (spawn("/proc/self/exe", modes[i], n, dir, r[i]) != 0) {
             fprintf(stderr, "bench_shim: the %s run failed\n", modes[i]);
             return 1;
@@ -167,11 +175,11 @@ int main(int argc, char **argv)
     rmdir(dir);
     printf("cuLaunchKernel, %d launches per run (ns per call)\n", n);
     printf("%-12s %10s %10s %14s %12s\n", "run", "median", "p99", "added_median", "added_p99");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NMODES; i++)
         printf("%-12s %10lld %10lld %14lld %12lld\n", modes[i], r[i][0], r[i][1],
                r[i][0] - r[0][0], r[i][1] - r[0][1]);
     printf("{\"bench\":\"shim_launch\",\"n\":%d", n);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NMODES; i++)
         printf(",\"%s\":{\"median_ns\":%lld,\"p99_ns\":%lld,\"added_median_ns\":%lld,\"added_p99_ns\":%lld}",
                modes[i], r[i][0], r[i][1], r[i][0] - r[0][0], r[i][1] - r[0][1]);
     printf("}\n");
