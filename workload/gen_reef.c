@@ -8,9 +8,15 @@
  *
  * Durations: the profile's per-kernel latencies (AMD MI50, batch 1) are used
  * relative to each other and rescaled so that the request totals the model
- * latency times GMX_REEF_MI50_TO_RTX5080. At batch N, a kernel's time grows
- * with the bytes it touches: t(N) = t(1) * (P + N*A) / (P + A), P and A its
- * parameter and activation bytes at batch 1. */
+ * latency times GMX_REEF_MI50_TO_RTX5080. Batch-1 kernels are latency-bound,
+ * so their time says nothing about larger batches; at batch N a kernel takes
+ * the longest of three bounds (a roofline):
+ *   t(N) = max(t(1), bytes(N) / bandwidth, flops(N) / (fp32 peak x efficiency))
+ * with bytes(N) the parameters plus N times the activations it touches, and
+ * flops(N) = 2 x output elements x K for kernels with a weight (conv, dense):
+ * K = weight elements / output channels, the channels being the smallest
+ * parameter's elements (the bias or scale). Kernels without a weight are
+ * bound by bytes. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -27,6 +33,9 @@
  * An estimate, not a measurement; e.g. resnet152 13.2 ms -> 6.7 ms. */
 #define GMX_MI50_FP32 13.41e12
 #define GMX_MI50_BW 1024e9
+/* Fraction of the fp32 peak a convolution sustains at large batch: an estimate
+ * (cuDNN fp32 convolutions run at roughly half of peak on recent parts). */
+#define GMX_REEF_CONV_EFFICIENCY 0.5
 #define GMX_REEF_MI50_TO_RTX5080 sqrt((GMX_MI50_FP32 / GMX_RTX5080_FP32_PEAK) * (GMX_MI50_BW / GMX_RTX5080_PEAK_BW))
 
 static const struct gen_pspec reef_params[] = {
@@ -34,7 +43,9 @@ static const struct gen_pspec reef_params[] = {
 	 "REEF model graph <model>.json (required; relative to the scenario's folder), e.g. "
 	 "traces/reef/resnet152/resnet152.json"},
 	{"profile", GEN_STR, NULL, 0, 0, NULL, "kernel profile (default: the graph path with .json -> .profile.json)"},
-	{"batch", GEN_UINT, "1", 1, 65536, NULL, "batch size: activation buffers and their kernels' times scale with it"},
+	{"batch", GEN_UINT, "1", 1, 65536, NULL, "batch size: activation buffers scale with it; kernel times follow a roofline (see docs/generators.md)"},
+	{"footprint", GEN_SIZE, NULL, 1, 1ull << 42, NULL,
+	 "total bytes wanted: picks the largest batch whose footprint fits (instead of batch=)"},
 	{"think", GEN_UINT, "5000", 0, 1000000000ull, NULL, "host ns before each launch"},
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
@@ -114,7 +125,7 @@ static int reef_build(struct gen_ctx *g)
 	uint64_t batch = gen_u(g, "batch"), think = gen_u(g, "think");
 	char *gpath = resolve(g->base_dir, gen_s(g, "graph")), *ppath = NULL;
 	json_t *graph = NULL, *prof = NULL;
-	double *lat = NULL;
+	double *lat = NULL, *flops = NULL;
 	uint64_t *act_bytes = NULL, *par_bytes = NULL;
 	int rc = 0;
 	if (!gpath)
@@ -152,6 +163,36 @@ static int reef_build(struct gen_ctx *g)
 		goto out;
 	}
 	size_t ns = json_array_size(storage), nk = json_array_size(kernels);
+	if (gen_given(g, "footprint")) {
+		if (gen_given(g, "batch")) {
+			rc = gen_fail(g, "give batch= or footprint=, not both");
+			goto out;
+		}
+		/* footprint(b) = P + b * A: parameters fixed, activations per sample. */
+		uint64_t fixed = 0, per_sample = 0;
+		for (size_t i = 0; i < ns; i++) {
+			json_t *s = json_array_get(storage, i);
+			const char *sn = json_string_value(json_object_get(s, "name"));
+			uint64_t bytes = (uint64_t)json_integer_value(json_object_get(s, "size")) *
+					 stype_bytes(json_string_value(json_object_get(s, "stype")));
+			if (sn && is_param(sn))
+				fixed += bytes;
+			else
+				per_sample += bytes;
+		}
+		uint64_t want = gen_u(g, "footprint");
+		if (!per_sample || want < fixed + per_sample) {
+			rc = gen_fail(g, "footprint=%llu is below the model's batch-1 footprint (%llu bytes)",
+				      (unsigned long long)want, (unsigned long long)(fixed + per_sample));
+			goto out;
+		}
+		batch = (want - fixed) / per_sample;
+		if (batch > 65536) {
+			rc = gen_fail(g, "footprint=%llu needs batch %llu, above the limit of 65536",
+				      (unsigned long long)want, (unsigned long long)batch);
+			goto out;
+		}
+	}
 
 	gmx_workload_t *w = g->w;
 	const char *base = strrchr(gpath, '/');
@@ -204,7 +245,8 @@ static int reef_build(struct gen_ctx *g)
 	lat = calloc(nk, sizeof(*lat));
 	act_bytes = calloc(nk, sizeof(*act_bytes));
 	par_bytes = calloc(nk, sizeof(*par_bytes));
-	if (!lat || !act_bytes || !par_bytes) {
+	flops = calloc(nk, sizeof(*flops));
+	if (!lat || !act_bytes || !par_bytes || !flops) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -241,6 +283,7 @@ static int reef_build(struct gen_ctx *g)
 		uint64_t shm_bytes = json_is_integer(sj) && json_integer_value(sj) > 0 ? (uint64_t)json_integer_value(sj) : 0;
 		gen_kernel(g, kn, think, GMX_CLASS_UNKNOWN, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
 			   (uint32_t)(shm_bytes > UINT32_MAX ? UINT32_MAX : shm_bytes));
+		uint64_t pmin = UINT64_MAX, pmax = 0, out_elems = 0;
 		for (size_t a = 0; a < json_array_size(args); a++) {
 			json_t *v = json_array_get(args, a);
 			if (!json_is_integer(v) || json_integer_value(v) < 0 || (size_t)json_integer_value(v) >= ns) {
@@ -251,11 +294,19 @@ static int reef_build(struct gen_ctx *g)
 			gen_arg_ptr(g, b, 0);
 			gen_touch(g, b, 0, w->buffers[b].size);
 			const char *sn = json_string_value(json_object_get(json_array_get(storage, b), "name"));
-			if (is_param(sn))
+			uint64_t elems = (uint64_t)json_integer_value(json_object_get(json_array_get(storage, b), "size"));
+			if (is_param(sn)) {
 				par_bytes[k] += w->buffers[b].size;
-			else
+				pmin = elems < pmin ? elems : pmin;
+				pmax = elems > pmax ? elems : pmax;
+			} else {
 				act_bytes[k] += w->buffers[b].size / batch;
+			}
+			if (a + 1 == json_array_size(args))
+				out_elems = elems * (is_param(sn) ? 1 : batch); /* TVM passes the output last */
 		}
+		if (pmax && pmin != UINT64_MAX && pmax / pmin >= 2)
+			flops[k] = 2.0 * (double)out_elems * (double)(pmax / pmin);
 		if (!json_array_size(args)) {
 			rc = gen_fail(g, "%s: kernels[%zu] (%s) has no arguments: it touches nothing", gpath, k, kn);
 			goto out;
@@ -280,8 +331,12 @@ static int reef_build(struct gen_ctx *g)
 		gmx_op_t *o = &w->ops[i];
 		if (o->kind != GMX_OP_KERNEL)
 			continue;
-		double growth = (double)(par_bytes[k] + batch * act_bytes[k]) / (double)(par_bytes[k] + act_bytes[k]);
-		double ns_k = request_ns * lat[k] / lat_sum * growth;
+		double ns_k = request_ns * lat[k] / lat_sum;
+		double bytes = (double)(par_bytes[k] + batch * act_bytes[k]);
+		double mem_ns = bytes / gen_rtx5080_bw() * 1e9;
+		double flop_ns = flops[k] / (GMX_RTX5080_FP32_PEAK * GMX_REEF_CONV_EFFICIENCY) * 1e9;
+		ns_k = ns_k > mem_ns ? ns_k : mem_ns;
+		ns_k = ns_k > flop_ns ? ns_k : flop_ns;
 		o->duration_ns = ns_k < 1 ? 1 : (uint64_t)llround(ns_k);
 		k++;
 	}
@@ -289,6 +344,7 @@ out:
 	free(lat);
 	free(act_bytes);
 	free(par_bytes);
+	free(flops);
 	json_decref(graph);
 	json_decref(prof);
 	free(gpath);

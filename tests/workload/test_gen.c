@@ -18,7 +18,7 @@
 
 static void build(const char *kind, const char *const *kv, gmx_workload_t *w)
 {
-	gmx_param_t p[16];
+	gmx_param_t p[16] = {{0}};
 	size_t n = 0;
 	for (; kv && kv[2 * n]; n++)
 		p[n] = (gmx_param_t){kv[2 * n], kv[2 * n + 1]};
@@ -30,7 +30,7 @@ static void build(const char *kind, const char *const *kv, gmx_workload_t *w)
 
 static void expect_gen_error(const char *kind, const char *const *kv, const char *want)
 {
-	gmx_param_t p[16];
+	gmx_param_t p[16] = {{0}};
 	size_t n = 0;
 	for (; kv && kv[2 * n]; n++)
 		p[n] = (gmx_param_t){kv[2 * n], kv[2 * n + 1]};
@@ -199,7 +199,16 @@ static void test_micro(void **state)
 	assert_true(ms > 3.45 && ms < 3.53);
 	gmx_workload_free(&w);
 
-	expect_gen_error("matmul", (const char *const[]){"n", "64", "footprint", "1G", NULL}, "give n or footprint, not both");
+	/* n and footprint together: as many n x n multiplications as fit. */
+	build("matmul", (const char *const[]){"n", "64", "footprint", "3M", NULL}, &w);
+	assert_int_equal(w.n_buffers, 3 * 64);
+	assert_int_equal(w.n_ops, 64 + 1);
+	gmx_workload_free(&w);
+	build("vector-add", (const char *const[]){"n", "1024", "footprint", "1M", NULL}, &w);
+	assert_int_equal(w.n_ops, 85 + 1);
+	assert_int_equal(gmx_workload_footprint(&w), 85ull * 12 * 1024);
+	gmx_workload_free(&w);
+	expect_gen_error("matmul", (const char *const[]){"n", "4096", "footprint", "1M", NULL}, "is below one 4096 x 4096");
 	expect_gen_error("vector-add", (const char *const[]){"footprint", "-1G", NULL}, "footprint=-1G is not a size");
 	expect_gen_error("vector-add", (const char *const[]){"footprint", "100T", NULL}, "out of range");
 }
@@ -330,7 +339,13 @@ static void test_reef(void **state)
 	expect_gen_error("reef", (const char *const[]){"graph", "traces/reef/none.json", NULL}, "cannot open graph");
 	expect_gen_error("reef", (const char *const[]){"graph", RESNET152, "batch", "0", NULL}, "batch=0 is out of range");
 	expect_gen_error("reef", (const char *const[]){"graph", RESNET152, "bach", "2", NULL},
-			 "unknown parameter 'bach' (expected graph, profile, batch, think)");
+			 "unknown parameter 'bach' (expected graph, profile, batch, footprint, think)");
+	expect_gen_error("reef", (const char *const[]){"graph", RESNET152, "batch", "2", "footprint", "1G", NULL},
+			 "give batch= or footprint=, not both");
+	build("reef", (const char *const[]){"graph", RESNET152, "footprint", "1G", NULL}, &w);
+	assert_true(gmx_workload_footprint(&w) <= (1ull << 30));
+	assert_true(gmx_workload_footprint(&w) > (1ull << 30) - (1ull << 20));
+	gmx_workload_free(&w);
 }
 
 int main(void)
