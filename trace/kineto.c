@@ -247,15 +247,29 @@ static uint64_t fnv1a(const char *s, size_t n)
 	return h;
 }
 
-/* Microseconds (integer or real) to nanoseconds. */
+/* Timestamps are clamped to +-2^61 ns (73 years) so that sums and differences
+ * of two of them never overflow, whatever a file claims. */
+#define TS_LIMIT (INT64_C(1) << 61)
+
+/* Microseconds (integer or real) to nanoseconds, clamped. */
 static int64_t us_to_ns(const json_t *v)
 {
-	if (json_is_integer(v))
-		return (int64_t)json_integer_value(v) * 1000;
+	if (json_is_integer(v)) {
+		json_int_t x = json_integer_value(v);
+		if (x > TS_LIMIT / 1000)
+			return TS_LIMIT;
+		if (x < -TS_LIMIT / 1000)
+			return -TS_LIMIT;
+		return (int64_t)x * 1000;
+	}
 	if (json_is_real(v)) {
 		double d = json_real_value(v) * 1000.0;
-		if (!(d > -9.2e18 && d < 9.2e18))
+		if (d != d)
 			return 0;
+		if (d > (double)TS_LIMIT)
+			return TS_LIMIT;
+		if (d < -(double)TS_LIMIT)
+			return -TS_LIMIT;
 		return (int64_t)llround(d);
 	}
 	return 0;
@@ -296,6 +310,13 @@ static int intern_clean(kstate_t *k, const char *name, uint32_t *idx)
 		return rc;
 	*idx = v;
 	return gmx_u64map_put(&k->name_by_hash, h, v);
+}
+
+/* Sizes are clamped to +-2^62 bytes so that differences never overflow. */
+static int64_t clamp62(int64_t x)
+{
+	const int64_t lim = INT64_C(1) << 62;
+	return x > lim ? lim : x < -lim ? -lim : x;
 }
 
 /* "stream 7" (older kineto) or 7. */
@@ -467,13 +488,13 @@ static int on_event(kstate_t *k, const json_t *ev)
 		memset(m, 0, sizeof(*m));
 		m->ts = us_to_ns(json_object_get(ev, "ts"));
 		m->tid = int_of(json_object_get(ev, "tid"), 0);
-		m->bytes = int_of(json_object_get(args, "Bytes"), 0);
+		m->bytes = clamp62(int_of(json_object_get(args, "Bytes"), 0));
 		const json_t *a = json_object_get(args, "Addr");
 		m->has_addr = json_is_integer(a);
 		m->addr = m->has_addr ? (uint64_t)json_integer_value(a) : 0;
 		const json_t *t = json_object_get(args, "Total Allocated");
 		m->has_total = json_is_integer(t);
-		m->total = m->has_total ? (int64_t)json_integer_value(t) : 0;
+		m->total = m->has_total ? clamp62((int64_t)json_integer_value(t)) : 0;
 		m->seq = k->seq;
 		if (m->bytes != 0)
 			k->n_mem++;
@@ -778,7 +799,7 @@ static int build_buffers(build_t *b)
 {
 	kstate_t *k = b->k;
 	gmx_workload_t *w = k->w;
-	qsort(k->mem, k->n_mem, sizeof(*k->mem), cmp_mem);
+	gmx_sort(k->mem, k->n_mem, sizeof(*k->mem), cmp_mem);
 	b->mem_life = malloc((k->n_mem + 1) * sizeof(*b->mem_life));
 	if (!b->mem_life)
 		return -ENOMEM;
@@ -918,7 +939,7 @@ static tinfo_t *thread_of(build_t *b, int64_t tid)
 static int build_threads(build_t *b)
 {
 	kstate_t *k = b->k;
-	qsort(k->cpu, k->n_cpu, sizeof(*k->cpu), cmp_cpu);
+	gmx_sort(k->cpu, k->n_cpu, sizeof(*k->cpu), cmp_cpu);
 	/* Outermost operators per thread: an op starting inside the previous outer
 	 * op's span is nested in it. */
 	b->outer = malloc((k->n_cpu + 1) * sizeof(*b->outer));
@@ -959,7 +980,7 @@ static int build_threads(build_t *b)
 					      .is_alloc = k->mem[i].bytes > 0};
 	}
 	for (size_t i = 0; i < b->n_th; i++)
-		qsort(b->th[i].mem, b->th[i].n_mem, sizeof(tmem_t), cmp_tmem); /* already sorted: cheap */
+		gmx_sort(b->th[i].mem, b->th[i].n_mem, sizeof(tmem_t), cmp_tmem); /* already sorted: cheap */
 	return 0;
 }
 
@@ -1107,7 +1128,7 @@ static int build_workload(kstate_t *k, gmx_trace_info_t *info)
 			goto out;
 		h[nh++] = (hop_t){.ts = k->mem[i].ts, .seq = k->mem[i].seq, .idx = (uint32_t)i, .type = H_MEM};
 	}
-	qsort(h, nh, sizeof(*h), cmp_hop);
+	gmx_sort(h, nh, sizeof(*h), cmp_hop);
 
 	/* Corr -> sync stream needs the reverse map rt index -> correlation. */
 	uint64_t *rt_corr = calloc(k->n_rt + 1, sizeof(*rt_corr));

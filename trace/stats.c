@@ -9,6 +9,14 @@
 #include "gpumux/workload_io.h"
 #endif
 
+/* Saturating addition: a hostile file's think times must not overflow. */
+static int64_t sat_add(int64_t a, uint64_t b)
+{
+	if (b > (uint64_t)(INT64_MAX - a))
+		return INT64_MAX;
+	return a + (int64_t)b;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -22,7 +30,7 @@ static void pcts(uint64_t *v, size_t n, double out[3])
 	out[0] = out[1] = out[2] = 0;
 	if (!n)
 		return;
-	qsort(v, n, sizeof(*v), cmp_u64);
+	gmx_sort(v, n, sizeof(*v), cmp_u64);
 	for (int i = 0; i < 3; i++) {
 		size_t rank = (size_t)(q[i] * (double)n + 0.999999);
 		if (rank < 1)
@@ -96,7 +104,7 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 	int64_t last_launch = -1;
 	for (uint32_t i = 0; i < w->n_ops; i++) {
 		const gmx_op_t *o = &w->ops[i];
-		host += (int64_t)o->think_ns;
+		host = sat_add(host, o->think_ns);
 		uint32_t si = 0;
 		if (o->kind != GMX_OP_SYNC || o->stream >= 0) {
 			while (si < ns && sid[si] != o->stream)
@@ -128,7 +136,7 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 				st->memsets++;
 			else
 				st->copies++;
-			stream_free[si] = start + (int64_t)o->duration_ns;
+			stream_free[si] = sat_add(start, o->duration_ns);
 			if (stream_free[si] > end_all)
 				end_all = stream_free[si];
 			break;

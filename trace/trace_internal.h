@@ -73,6 +73,14 @@ int gmx_u64map_get(const gmx_u64map_t *m, uint64_t key, uint32_t *val);
 int gmx_u64map_del(gmx_u64map_t *m, uint64_t key);
 void gmx_u64map_free(gmx_u64map_t *m);
 
+#include <stdlib.h>
+/* qsort that accepts an empty (possibly NULL) array. */
+static inline void gmx_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
 /* Growable array helper: ensures room for one more element. 0 or -ENOMEM. */
 int gmx_grow(void **arr, size_t *cap, size_t n, size_t elem);
 

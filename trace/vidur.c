@@ -160,7 +160,7 @@ int gmx_trace_vidur_read(gmx_src_t *s, const char *path, const gmx_trace_opts_t 
 		rc = gmx_src_fail(s, "%lu:1: no rows with num_tensor_parallel_workers = 1", lineno);
 		goto out;
 	}
-	qsort(rows, nrows, sizeof(*rows), cmp_tokens);
+	gmx_sort(rows, nrows, sizeof(*rows), cmp_tokens);
 	uint32_t tokens = o && o->tokens ? o->tokens : 512;
 	double lo_t = rows[0].v[C_TOKENS], hi_t = rows[nrows - 1].v[C_TOKENS];
 	if (tokens < lo_t || tokens > hi_t) {
