@@ -24,8 +24,9 @@ static void usage_import(FILE *out)
 	fprintf(out,
 		"usage: gpumux trace import SRC -o OUT [--format auto|kineto|orion|vidur] [--tokens N] [--device D]\n"
 		"\n"
-		"Reads SRC and writes one workload unit (the whole recorded timeline) to OUT in the\n"
-		"native format. The format of SRC is detected from its content (gzip is decompressed):\n"
+		"Reads SRC and writes one workload unit to OUT in the native format: the whole recorded\n"
+		"timeline (kineto), one request or iteration (orion), one model step (vidur).\n"
+		"The format of SRC is detected from its content (gzip is decompressed):\n"
 		"  kineto  PyTorch profiler / Kineto Chrome trace JSON (.json or .json.gz)\n"
 		"  orion   Orion per-operator CSV (Name,Profile,Memory_footprint,SM_usage,Duration)\n"
 		"  vidur   Vidur operator-time CSV: a Llama-2-7B step of --tokens N tokens (default 512)\n"

@@ -1283,6 +1283,11 @@ int gmx_trace_kineto_read(gmx_src_t *s, gmx_workload_t *w, gmx_trace_info_t *inf
 	kstate_t k = {.w = w};
 	int rc = parse_top(&win, &k);
 	free(win.d);
+	win.d = NULL;
+	if (!rc && k.n_gpu == 0)
+		rc = gmx_src_fail(s, "%" PRIu64 ":%" PRIu64 ": no kernel, copy or memset events in \"traceEvents\": "
+				     "nothing to replay (was the trace recorded with CUDA activities?)",
+				  win.line, win.col);
 	if (!rc) {
 		if (k.device[0])
 			rc = gmx_workload_set_str(&w->device, k.device);
