@@ -1176,8 +1176,15 @@ static int build_workload(kstate_t *k, gmx_trace_info_t *info)
 				op.stream = s;
 				op.think_ns = 0;
 				rc = gmx_workload_add_op(w, &op, NULL);
-				/* The host resumes when the copy has landed. */
-				cursor = g->ts + g->dur > issued ? g->ts + g->dur : issued;
+				/* The host resumes when its copy call returned (else when the
+				 * copy landed). */
+				uint32_t r;
+				int64_t back = g->ts + g->dur;
+				if (g->has_corr && gmx_u64map_get(&k->rt_by_corr, g->corr, &r))
+					back = k->rt[r].ts + k->rt[r].dur;
+				cursor = back > issued ? back : issued;
+				if (cursor > last)
+					last = cursor;
 				continue;
 			}
 			op.stream = s;
