@@ -219,6 +219,68 @@ static void t_vidur(void)
 	CHECK(rc < 0 && strstr(err, "llama-2-7b-mlp.csv") && strstr(err, "--tokens"), "'%s'", err);
 }
 
+/* The working-set rule on a small made-up trace: an operator's kernel touches
+ * what it allocated before the launch; the next operator's kernel touches the
+ * previous operator's live output (its input) and its own output. Memory held
+ * before the trace becomes buffers live from the start. */
+static void t_working_set(void)
+{
+	const char *j =
+		"{\"traceEvents\":[\n"
+		"{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::linear\",\"tid\":1,\"ts\":100,\"dur\":100},\n"
+		"{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"tid\":1,\"ts\":110,"
+		"\"args\":{\"Device Type\":1,\"Addr\":4096,\"Bytes\":4096,\"Total Allocated\":1000000}},\n"
+		"{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"tid\":1,\"ts\":150,\"dur\":5,"
+		"\"args\":{\"correlation\":1}},\n"
+		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"tid\":7,\"ts\":160,\"dur\":10,"
+		"\"args\":{\"stream\":7,\"correlation\":1,\"grid\":[1,1,1],\"block\":[32,1,1]}},\n"
+		"{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::relu\",\"tid\":1,\"ts\":300,\"dur\":100},\n"
+		"{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"tid\":1,\"ts\":310,"
+		"\"args\":{\"Device Type\":1,\"Addr\":12288,\"Bytes\":8192,\"Total Allocated\":1008192}},\n"
+		"{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"tid\":1,\"ts\":350,\"dur\":5,"
+		"\"args\":{\"correlation\":2}},\n"
+		"{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"relu\",\"tid\":7,\"ts\":360,\"dur\":10,"
+		"\"args\":{\"stream\":7,\"correlation\":2,\"grid\":[1,1,1],\"block\":[32,1,1]}},\n"
+		"{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"tid\":1,\"ts\":390,"
+		"\"args\":{\"Device Type\":1,\"Addr\":4096,\"Bytes\":-4096,\"Total Allocated\":1004096}},\n"
+		"{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"name\":\"[memory]\",\"tid\":1,\"ts\":500,"
+		"\"args\":{\"Device Type\":1,\"Addr\":36864,\"Bytes\":-256,\"Total Allocated\":1003840}}\n"
+		"]}\n";
+	gmx_workload_t w;
+	gmx_trace_info_t info;
+	char err[256];
+	int rc = gmx_trace_import_mem(j, strlen(j), "ws.json", NULL, &w, &info, err, sizeof(err));
+	CHECK(rc == 0, "%s", err);
+	if (rc)
+		return;
+	/* alloc, k1, alloc, k2, free, free: in host order */
+	static const int kinds[] = {GMX_OP_ALLOC, GMX_OP_KERNEL, GMX_OP_ALLOC, GMX_OP_KERNEL, GMX_OP_FREE, GMX_OP_FREE};
+	CHECK(w.n_ops == 6, "%u ops", w.n_ops);
+	for (uint32_t i = 0; i < w.n_ops && i < 6; i++)
+		CHECK(w.ops[i].kind == kinds[i], "op %u kind %d", i, w.ops[i].kind);
+	CHECK(w.ops[1].think_ns == 40000, "launch 40 us after the allocation: %llu",
+	      (unsigned long long)w.ops[1].think_ns);
+	const gmx_op_t *k1 = &w.ops[1], *k2 = &w.ops[3];
+	uint32_t out1 = w.ops[0].buffer, out2 = w.ops[2].buffer;
+	CHECK(k1->region_count == 1 && w.regions[k1->region_first].buffer == out1, "k1 touches its output");
+	CHECK(k2->region_count == 2 && w.regions[k2->region_first].buffer == out1 &&
+		      w.regions[k2->region_first + 1].buffer == out2,
+	      "k2 touches its input then its output (%u regions)", k2->region_count);
+	CHECK(w.buffers[out1].addr == 4096 && w.buffers[out1].size == 4096, "buffer at the recorded address");
+	/* 1,000,000 held at the first event minus its 4096: 256 freed later, the rest held throughout. */
+	uint64_t held = 0;
+	for (uint32_t b = 0; b < w.n_buffers; b++)
+		if (w.buffers[b].name && !strcmp(w.buffers[b].name, "held-before-trace"))
+			held = w.buffers[b].size;
+	CHECK(held == 1000000 - 4096 - 256, "held-before-trace %llu", (unsigned long long)held);
+	gmx_trace_stats_t st;
+	gmx_trace_stats(&w, NULL, &st);
+	CHECK(st.peak_allocated_bytes == 1008192, "replayed peak %llu", (unsigned long long)st.peak_allocated_bytes);
+	CHECK(st.allocations == 2 && st.frees == 2, "2 allocations, 2 frees");
+	gmx_trace_info_free(&info);
+	gmx_workload_free(&w);
+}
+
 /* Imports JSON text and expects an error mentioning `where`. */
 static void json_error(const char *text, const char *where)
 {
@@ -416,6 +478,15 @@ static void t_cli_help(const char *gpumux)
 	snprintf(cmd, sizeof(cmd), "'%s' trace stats '%s/orion/model_kernels/resnet50_4_fwd' --json", gpumux, TRACES);
 	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "\"kernels\":175") && strstr(msg, "\"gap_us\""),
 	      "stats --json: %s", msg);
+	char dir[] = "/tmp/gmx-trace-cli-XXXXXX";
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(cmd, sizeof(cmd), "'%s' trace import '%s/orion/model_kernels/resnet50_4_fwd' -o '%s/r.gmxw' && '%s' trace stats '%s/r.gmxw' --json",
+		 gpumux, TRACES, dir, gpumux, dir);
+	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "\"kernels\":175") && strstr(msg, "\"streams\":{\"0\":175}") &&
+		      strstr(msg, "\"span_source\":\"estimated\""),
+	      "stats of the imported workload: %s", msg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	run(cmd, msg, sizeof(msg));
 	snprintf(cmd, sizeof(cmd), "'%s' trace import 2>/dev/null", gpumux);
 	CHECK(run(cmd, msg, sizeof(msg)) == 2, "usage error exits 2");
 }
@@ -443,6 +514,8 @@ int main(int argc, char **argv)
 		t_orion_commas();
 	else if (!strcmp(c, "vidur"))
 		t_vidur();
+	else if (!strcmp(c, "working_set"))
+		t_working_set();
 	else if (!strcmp(c, "json_errors"))
 		t_json_errors();
 	else if (!strcmp(c, "gzip_mem"))
