@@ -53,38 +53,28 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
 
 static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res)
 {
-	const gmx_policy_ops_t *ops = gmx_sched_find(sched);
-	char names[128], err[512];
-	if (!ops) {
-		gmx_sched_names(names, sizeof(names));
-		fprintf(stderr, "gpumux sim: unknown scheduler '%s' (expected %s)\n", sched, names);
-		return 2;
-	}
-	int mode = gmx_mem_mode_parse(mem);
-	if (mode < 0) {
-		fprintf(stderr, "gpumux sim: unknown memory mode '%s' (expected inmem|um|ideal)\n", mem);
-		return 2;
-	}
-	if (gmx_sched_params_check(&sc->params, err, sizeof(err))) {
-		fprintf(stderr, "gpumux sim: %s: %s\n", sc->path, err);
+	char err[1024];
+	int rc = gmx_scenario_run(sc, sched, mem, res, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "gpumux sim: %s\n", err);
+	return rc == -EINVAL ? 2 : rc ? 1 : 0;
+}
+
+static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int json)
+{
+	gmx_sim_result_t *res = calloc(1, sizeof(*res));
+	if (!res)
 		return 1;
+	int rc = run(sc, sched, mem, res);
+	if (!rc) {
+		gmx_run_info_t info = {sc->name, sched, mem, sc->device->name, sc->seed};
+		if (json)
+			rc = gmx_report_json(stdout, &info, res) ? 1 : 0;
+		else
+			gmx_report_table(stdout, &info, res);
 	}
-	gmx_sim_config_t cfg = {
-		.device = sc->device,
-		.capacity_bytes = sc->capacity_bytes,
-		.mem = (gmx_mem_mode_t)mode,
-		.policy = ops,
-		.sched = sc->params,
-		.duration_ns = sc->duration_ns,
-		.seed = sc->seed,
-		.tasks = sc->tasks,
-		.n_tasks = sc->n_tasks,
-	};
-	if (gmx_sim_run(&cfg, res, err, sizeof(err))) {
-		fprintf(stderr, "gpumux sim: %s: %s\n", sc->path, err);
-		return 1;
-	}
-	return 0;
+	free(res);
+	return rc;
 }
 
 static int compare(gmx_scenario_t *sc)
@@ -181,6 +171,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
 	if (slice > 0)
 		sc.params.slice_ns = (int64_t)llround(slice * 1e6);
+	uint32_t all = sc.n_tasks;
 	if (only) {
 		uint32_t k = 0;
 		while (k < sc.n_tasks && strcmp(sc.tasks[k].name, only))
@@ -193,43 +184,15 @@ int gmx_cmd_sim(int argc, char **argv)
 			gmx_scenario_free(&sc);
 			return 2;
 		}
+		/* The chosen task runs alone; the others stay allocated past
+		 * n_tasks so that gmx_scenario_free still frees them. */
 		gmx_sim_task_t keep = sc.tasks[k];
 		sc.tasks[k] = sc.tasks[0];
 		sc.tasks[0] = keep;
-		/* The others stay allocated past n_tasks so that free() finds them. */
-		uint32_t all = sc.n_tasks;
 		sc.n_tasks = 1;
-		int rc = cmp ? compare(&sc) : 0;
-		gmx_sim_result_t *res = calloc(1, sizeof(*res));
-		if (!cmp && res && !(rc = run(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, res))) {
-			gmx_run_info_t info = {sc.name, sched ? sched : sc.sched, mem ? mem : sc.mem, sc.device->name,
-					       sc.seed};
-			if (json)
-				rc = gmx_report_json(stdout, &info, res) ? 1 : 0;
-			else
-				gmx_report_table(stdout, &info, res);
-		}
-		free(res);
-		sc.n_tasks = all;
-		gmx_scenario_free(&sc);
-		return rc;
 	}
-	int rc;
-	if (cmp) {
-		rc = compare(&sc);
-	} else {
-		gmx_sim_result_t *res = calloc(1, sizeof(*res));
-		rc = res ? run(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, res) : 1;
-		if (!rc) {
-			gmx_run_info_t info = {sc.name, sched ? sched : sc.sched, mem ? mem : sc.mem, sc.device->name,
-					       sc.seed};
-			if (json)
-				rc = gmx_report_json(stdout, &info, res) ? 1 : 0;
-			else
-				gmx_report_table(stdout, &info, res);
-		}
-		free(res);
-	}
+	int rc = cmp ? compare(&sc) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
+	sc.n_tasks = all;
 	gmx_scenario_free(&sc);
 	return rc;
 }

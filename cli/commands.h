@@ -6,5 +6,6 @@
 int gmx_cmd_sim(int argc, char **argv);
 int gmx_cmd_gen(int argc, char **argv);
 int gmx_cmd_trace(int argc, char **argv);
+int gmx_cmd_bench(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{"sim", gmx_cmd_sim, "run a scenario on the simulated GPU and report its metrics"},
 	{"gen", gmx_cmd_gen, "write a generated workload (llm-decode, rodinia, reef, ...) to a file"},
 	{"trace", gmx_cmd_trace, "import real GPU traces and print their statistics"},
+	{"bench", gmx_cmd_bench, "benchmarks: the simulator's calibration and speed"},
 };
 
 static void usage(FILE *out)

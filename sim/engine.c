@@ -60,6 +60,8 @@ typedef struct stask {
 	int done;
 	int64_t done_time;
 	double scale_mem, scale_compute;
+	double unit_gpu_ns;  /* scaled solo GPU time of one unit */
+	double done_gpu_ns;  /* of it, completed in the current unit */
 	uint64_t exec_unit;
 	uint32_t exec_op;
 } stask_t;
@@ -352,6 +354,7 @@ static void unit_complete(sim_t *s, uint32_t t)
 	tk->units_done++;
 	tk->unit++;
 	tk->pc = 0;
+	tk->done_gpu_ns = 0;
 	if (tk->cfg->units && tk->units_done >= tk->cfg->units) {
 		tk->done = 1;
 		tk->done_time = s->now;
@@ -391,6 +394,29 @@ static int sync_satisfied(const stask_t *tk)
 	return tk->slots[slot_of(tk, tk->wait_stream)].outstanding == 0;
 }
 
+/* Solo time of a GPU op on this device: copies at the link rate unless the
+ * workload recorded their time; kernels rescaled from the workload's device. */
+static int64_t op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *op)
+{
+	double d = (double)op->duration_ns;
+	switch (op->kind) {
+	case GMX_OP_COPY_H2D:
+	case GMX_OP_COPY_D2H:
+		if (!op->duration_ns)
+			d = (double)op->bytes / s->dev->link_serial_gbps;
+		break;
+	case GMX_OP_KERNEL:
+	case GMX_OP_MEMSET:
+		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
+		     : op->klass == GMX_CLASS_MEMORY ? tk->scale_mem
+						      : sqrt(tk->scale_compute * tk->scale_mem);
+		break;
+	default:
+		return 0;
+	}
+	return (int64_t)llround(d);
+}
+
 static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
 {
 	stask_t *tk = &s->t[t];
@@ -413,18 +439,8 @@ static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
 	x->slot = slot_of(tk, op->stream);
 	x->op_index = tk->pc;
 	x->unit = tk->unit;
-	double d = (double)op->duration_ns;
-	if (op->kind == GMX_OP_COPY_H2D || op->kind == GMX_OP_COPY_D2H) {
-		x->engine = op->kind == GMX_OP_COPY_H2D ? ENG_H2D : ENG_D2H;
-		if (!op->duration_ns)
-			d = (double)op->bytes / s->dev->link_serial_gbps;
-	} else {
-		x->engine = ENG_EXEC;
-		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
-		     : op->klass == GMX_CLASS_MEMORY ? tk->scale_mem
-						      : sqrt(tk->scale_compute * tk->scale_mem);
-	}
-	x->dur = (int64_t)llround(d);
+	x->engine = op->kind == GMX_OP_COPY_H2D ? ENG_H2D : op->kind == GMX_OP_COPY_D2H ? ENG_D2H : ENG_EXEC;
+	x->dur = op_duration(s, tk, op);
 	x->c.predicted_ns = x->dur;
 	tk->outstanding++;
 	tk->slots[x->slot].outstanding++;
@@ -512,6 +528,7 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	tk->outstanding--;
 	s->running[x->engine]--;
 	s->kernels++;
+	tk->done_gpu_ns += (double)x->dur;
 	s->cfg->policy->on_complete(s->policy, &x->c);
 	if (x->live_prev)
 		x->live_prev->live_next = x->live_next;
@@ -563,6 +580,8 @@ static int build_task(sim_t *s, uint32_t i)
 		tk->scale_mem = ref->hbm_gbps / s->dev->hbm_gbps;
 		tk->scale_compute = ref->fp32_tflops / s->dev->fp32_tflops;
 	}
+	for (uint32_t k = 0; k < tk->w->n_ops; k++)
+		tk->unit_gpu_ns += (double)op_duration(s, tk, &tk->w->ops[k]);
 	if (c->arrival != GMX_ARRIVAL_CLOSED) {
 		tk->arr_cap = 1024;
 		tk->arrivals = calloc(tk->arr_cap, sizeof(int64_t));
@@ -612,9 +631,13 @@ static void collect(sim_t *s, gmx_sim_result_t *r)
 		o->name = tk->cfg->name;
 		o->priority = tk->cfg->priority;
 		o->units = tk->units_done;
+		/* A closed-loop task's unfinished unit counts by the share of its GPU
+		 * work completed, so that slow tasks are measured, not rounded to 0. */
 		double frac = 0;
-		if (!tk->done && tk->cfg->arrival == GMX_ARRIVAL_CLOSED && tk->w->n_ops)
-			frac = (double)tk->pc / (double)tk->w->n_ops;
+		if (!tk->done && tk->cfg->arrival == GMX_ARRIVAL_CLOSED && tk->unit_gpu_ns > 0)
+			frac = tk->done_gpu_ns / tk->unit_gpu_ns;
+		if (frac > 1)
+			frac = 1;
 		o->progress = (double)tk->units_done + frac;
 		o->active_s = (double)(tk->done ? tk->done_time : s->now) / 1e9;
 		o->throughput_per_s = o->active_s > 0 ? o->progress / o->active_s : 0;

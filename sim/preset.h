@@ -22,6 +22,7 @@ typedef struct gmx_preset {
 	int64_t kernel_gap_ns;     /* gap between back-to-back kernels of one stream */
 	int64_t ctx_switch_ns;     /* switching the execution engine to another context */
 	int64_t fault_batch_ns;    /* control work to service one replayable fault batch */
+	int64_t fault_entry_ns;    /* servicing work per distinct faulted page in a batch */
 	int64_t fault_dma_setup_ns;/* per-batch DMA set-up on the fault path */
 } gmx_preset_t;
 

@@ -502,3 +502,41 @@ void gmx_scenario_free(gmx_scenario_t *sc)
 	free(sc->mem);
 	memset(sc, 0, sizeof(*sc));
 }
+
+int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res, char *err,
+		     size_t err_len)
+{
+	const gmx_policy_ops_t *ops = gmx_sched_find(sched);
+	if (!ops) {
+		char names[128];
+		gmx_sched_names(names, sizeof(names));
+		snprintf(err, err_len, "unknown scheduler '%s' (expected %s)", sched, names);
+		return -EINVAL;
+	}
+	int mode = gmx_mem_mode_parse(mem);
+	if (mode < 0) {
+		snprintf(err, err_len, "unknown memory mode '%s' (expected inmem|um|ideal)", mem);
+		return -EINVAL;
+	}
+	char why[256];
+	if (gmx_sched_params_check(&sc->params, why, sizeof(why))) {
+		snprintf(err, err_len, "%s: %s", sc->path, why);
+		return -EINVAL;
+	}
+	gmx_sim_config_t cfg = {
+		.device = sc->device,
+		.capacity_bytes = sc->capacity_bytes,
+		.mem = (gmx_mem_mode_t)mode,
+		.policy = ops,
+		.sched = sc->params,
+		.duration_ns = sc->duration_ns,
+		.seed = sc->seed,
+		.tasks = sc->tasks,
+		.n_tasks = sc->n_tasks,
+	};
+	char msg[512];
+	int rc = gmx_sim_run(&cfg, res, msg, sizeof(msg));
+	if (rc)
+		snprintf(err, err_len, "%s: %s", sc->path, msg);
+	return rc;
+}

@@ -25,6 +25,12 @@ typedef struct gmx_scenario {
  * with one line "FILE:LINE: what was expected" in err; *sc is freed on error. */
 int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t err_len);
 
+/* Runs the scenario's tasks under scheduler `sched` and memory mode `mem`
+ * (names). 0; -EINVAL for an unknown name or a bad parameter; or the
+ * simulation's error. err gets one line. */
+int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res, char *err,
+		     size_t err_len);
+
 /* Frees the scenario and its workloads. */
 void gmx_scenario_free(gmx_scenario_t *sc);
 

@@ -10,7 +10,7 @@
  *  - uvm_perf_thrashing.c: 3 events each within 500 us throttle the page with
  *    a 500 us nap. (Pinning after 10 throttles is not modelled.)
  * Costs are the preset's (MSched paper, RTX 5080): fault_batch_ns of control
- * per batch plus DMA at the serial swap rate. */
+ * per batch, fault_entry_ns per faulted page, plus DMA at the serial swap rate. */
 #include "um.h"
 
 #include <errno.h>
@@ -181,6 +181,7 @@ int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, co
 	}
 	out->entries = entries;
 	double bytes = (double)(out->in_bytes + out->out_bytes);
-	out->cost_ns = dev->fault_batch_ns + dev->fault_dma_setup_ns + (int64_t)(bytes / dev->link_serial_gbps) + nap;
+	out->cost_ns = dev->fault_batch_ns + (int64_t)entries * dev->fault_entry_ns + dev->fault_dma_setup_ns +
+		       (int64_t)(bytes / dev->link_serial_gbps) + nap;
 	return 0;
 }
