@@ -236,7 +236,6 @@ typedef struct kstate {
 	gmx_u64map_t name_by_hash; /* kernel name hash -> name index */
 	char device[16];
 	uint32_t seq;
-	int saw_events;
 } kstate_t;
 
 static uint64_t fnv1a(const char *s, size_t n)
@@ -601,7 +600,6 @@ static int parse_events(jwin_t *w, kstate_t *k)
 				return rc;
 			}
 		}
-		k->saw_events = 1;
 		win_advance(w, n);
 		c = win_peek(w);
 		if (c == ',') {
@@ -1159,7 +1157,6 @@ static int build_workload(kstate_t *k, gmx_trace_info_t *info)
 	int64_t t0 = nh ? h[0].ts : 0, cursor = t0, last = t0;
 	size_t ki = 0;
 	gmx_u64map_t last_stream = {0}; /* tid -> stream of its last GPU op + 1 */
-	uint32_t nbuf = w->n_buffers;
 	for (size_t i = 0; i < nh && !rc; i++) {
 		hop_t *x = &h[i];
 		gmx_op_t op;
@@ -1262,7 +1259,6 @@ static int build_workload(kstate_t *k, gmx_trace_info_t *info)
 		if (issued > last)
 			last = issued;
 	}
-	(void)nbuf;
 	gmx_u64map_free(&last_stream);
 	free(rt_corr);
 	if (!rc && info) {
