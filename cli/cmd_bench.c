@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,13 @@
 
 #include "commands.h"
 #include "memspace.h"
+#include "replay.h"
 #include "scenario.h"
 #include "um.h"
 
 typedef struct bench_opts {
-	const char *dir; /* scenarios folder */
+	const char *dir;    /* scenarios folder */
+	const char *traces; /* the shared traces folder */
 	int json, quick;
 } bench_opts_t;
 
@@ -268,6 +271,66 @@ static int bench_speed(const bench_opts_t *o)
 	return 0;
 }
 
+/* Every shipped trace replayed alone on its recorded device. */
+static const char *const replay_traces[] = {
+	"hta/benchmark_result_2869224_1695835535_trace.json.gz",
+	"hta/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+	"hta/nccl_data.json.gz",
+	"hta/df_index_resolver.json.gz",
+	"kineto/worker0.1623143089861.pt.trace.json.gz",
+};
+
+static int bench_replay(const bench_opts_t *o)
+{
+	json_t *rows = json_array();
+	double worst = 0;
+	if (!o->json)
+		printf("%-52s %-5s %7s %11s %11s %7s  %-22s %-22s\n", "trace", "dev", "kernels", "recorded s",
+		       "replayed s", "ratio", "gap us p50/p90 rec", "gap us p50/p90 sim");
+	for (size_t i = 0; i < sizeof(replay_traces) / sizeof(replay_traces[0]); i++) {
+		char path[1024], err[1024];
+		snprintf(path, sizeof(path), "%s/%s", o->traces, replay_traces[i]);
+		gmx_replay_result_t r;
+		if (gmx_replay_compare(path, &r, err, sizeof(err))) {
+			fprintf(stderr, "gpumux bench: %s\n", err);
+			json_decref(rows);
+			return 1;
+		}
+		double ratio = r.recorded_span_s > 0 ? r.replay_span_s / r.recorded_span_s : 0;
+		double off = fabs(ratio - 1);
+		if (off > worst)
+			worst = off;
+		if (!o->json)
+			printf("%-52s %-5s %7llu %11.4f %11.4f %7.3f  %9.2f / %-10.2f %9.2f / %-10.2f\n",
+			       replay_traces[i], r.device, (unsigned long long)r.kernels, r.recorded_span_s,
+			       r.replay_span_s, ratio, r.recorded_gap_us[0], r.recorded_gap_us[1], r.replay_gap_us[0],
+			       r.replay_gap_us[1]);
+		json_t *row = json_object(), *rg = json_array(), *sg = json_array();
+		for (int q = 0; q < 3; q++) {
+			json_array_append_new(rg, json_real(r.recorded_gap_us[q]));
+			json_array_append_new(sg, json_real(r.replay_gap_us[q]));
+		}
+		json_object_set_new(row, "trace", json_string(replay_traces[i]));
+		json_object_set_new(row, "device", json_string(r.device));
+		json_object_set_new(row, "kernels", json_integer((json_int_t)r.kernels));
+		json_object_set_new(row, "recorded_span_s", json_real(r.recorded_span_s));
+		json_object_set_new(row, "replay_span_s", json_real(r.replay_span_s));
+		json_object_set_new(row, "recorded_gap_us_p50_p90_p99", rg);
+		json_object_set_new(row, "replay_gap_us_p50_p90_p99", sg);
+		json_array_append_new(rows, row);
+	}
+	json_t *root = json_object();
+	json_object_set_new(root, "worst_span_error", json_real(worst));
+	json_object_set_new(root, "traces", rows);
+	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
+	if (!o->json)
+		printf("\nworst span error: %.1f%% (target: within 10%%)\n", 100 * worst);
+	printf("%s\n", s ? s : "{}");
+	free(s);
+	json_decref(root);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: gpumux bench NAME [--quick] [--json] [--scenarios DIR]\n"
@@ -278,11 +341,14 @@ static void usage(FILE *out)
 		     "             fault batches per Llama3-8B step, the microbenchmark's collapse\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
 		     "             under um and ideal\n"
+		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"
+		     "             recorded against replayed span and same-stream gaps\n"
 		     "\n"
 		     "options:\n"
 		     "  --quick          only the 150%% scenarios\n"
 		     "  --json           print only the JSON object (a table and the JSON otherwise)\n"
 		     "  --scenarios DIR  where the shipped scenarios are (default: scenarios)\n"
+		     "  --traces DIR     where the shared traces are (default: ../shared/traces)\n"
 		     "  -h, --help       show this help\n");
 }
 
@@ -290,9 +356,10 @@ int gmx_cmd_bench(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"quick", no_argument, 0, 'q'}, {"json", no_argument, 0, 'j'},
-		{"scenarios", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+		{"scenarios", required_argument, 0, 's'}, {"traces", required_argument, 0, 't'},
+		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
-	bench_opts_t o = {.dir = "scenarios"};
+	bench_opts_t o = {.dir = "scenarios", .traces = "../shared/traces"};
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -301,6 +368,7 @@ int gmx_cmd_bench(int argc, char **argv)
 		case 'q': o.quick = 1; break;
 		case 'j': o.json = 1; break;
 		case 's': o.dir = optarg; break;
+		case 't': o.traces = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "gpumux bench: unknown or incomplete option '%s' (try gpumux bench --help)\n",
@@ -317,6 +385,8 @@ int gmx_cmd_bench(int argc, char **argv)
 		return bench_calibrate(&o);
 	if (!strcmp(name, "speed"))
 		return bench_speed(&o);
-	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate or speed)\n", name);
+	if (!strcmp(name, "replay"))
+		return bench_replay(&o);
+	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed or replay)\n", name);
 	return 2;
 }

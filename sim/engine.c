@@ -20,6 +20,7 @@ enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
 typedef struct scmd {
 	gmx_cmd_t c;
 	int64_t issue;     /* host issue time */
+	int64_t started;   /* when it began on its engine */
 	int64_t dur;       /* scaled solo duration */
 	int64_t compute_left;
 	uint64_t pages_total, pages_left;
@@ -216,6 +217,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
 	const gmx_op_t *op = x->c.op;
+	x->started = s->now;
 	if (x->engine == ENG_EXEC) {
 		tk->exec_unit = x->unit;
 		tk->exec_op = x->op_index;
@@ -518,6 +520,26 @@ static void host_wake(sim_t *s, uint32_t t)
 	push(s, s->now + (int64_t)tk->w->ops[tk->pc].think_ns, EV_HOST, t, 0);
 }
 
+static void record_span(sim_t *s, const scmd_t *x)
+{
+	gmx_sim_timeline_t *tl = s->cfg->timeline;
+	if (tl->limit && tl->n >= tl->limit)
+		return;
+	if (tl->n == tl->cap) {
+		uint64_t ncap = tl->cap ? tl->cap * 2 : 4096;
+		gmx_sim_span_t *p = realloc(tl->spans, ncap * sizeof(*p));
+		if (!p) {
+			fail(s, -ENOMEM, "out of memory for the timeline");
+			return;
+		}
+		tl->spans = p;
+		tl->cap = ncap;
+	}
+	tl->spans[tl->n++] = (gmx_sim_span_t){.task = x->c.task, .op = x->op_index, .unit = x->unit,
+					      .stream = x->c.stream, .kind = x->c.kind, .start_ns = x->started,
+					      .end_ns = s->now};
+}
+
 static void cmd_end(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
@@ -528,6 +550,8 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	tk->outstanding--;
 	s->running[x->engine]--;
 	s->kernels++;
+	if (s->cfg->timeline)
+		record_span(s, x);
 	tk->done_gpu_ns += (double)x->dur;
 	s->cfg->policy->on_complete(s->policy, &x->c);
 	if (x->live_prev)

@@ -13,6 +13,7 @@
 
 #include "gpumux/gen.h"
 #include "gpumux/workload_io.h"
+#include "trace.h"
 
 #define SCENARIO_DURATION_S_DEFAULT 10.0
 #define SCENARIO_DURATION_S_MAX 86400.0
@@ -318,6 +319,47 @@ static int load_gaps(const char *path, gmx_sim_task_t *t, char *err, size_t err_
 	return 0;
 }
 
+/* workload = trace: a recorded timeline imported as the scenario loads
+ * (file = PATH, and optionally format, tokens, device as for gpumux trace import). */
+static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w, char *msg, size_t len)
+{
+	gmx_trace_opts_t opts = {0};
+	const char *file = NULL;
+	for (size_t k = 0; k < t->n_params; k++) {
+		const char *key = t->params[k].key, *v = t->params[k].value;
+		char *end;
+		if (!strcmp(key, "file")) {
+			file = v;
+		} else if (!strcmp(key, "format")) {
+			opts.format = gmx_trace_format_parse(v);
+			if (opts.format == GMX_TRACE_UNKNOWN) {
+				snprintf(msg, len, "trace: format '%s' (expected auto, kineto, orion, vidur, native)", v);
+				return -EINVAL;
+			}
+		} else if (!strcmp(key, "tokens")) {
+			unsigned long x = strtoul(v, &end, 10);
+			if (*v == '-' || *end || x == 0 || x > 1000000) {
+				snprintf(msg, len, "trace: tokens '%s' is not an integer in [1, 1000000]", v);
+				return -EINVAL;
+			}
+			opts.tokens = (uint32_t)x;
+		} else if (!strcmp(key, "device")) {
+			opts.device = v;
+		} else {
+			snprintf(msg, len, "trace: unknown parameter '%s' (expected file, format, tokens, device)", key);
+			return -EINVAL;
+		}
+	}
+	if (!file) {
+		snprintf(msg, len, "trace: file = PATH is required (a profiler trace, Orion or Vidur CSV)");
+		return -EINVAL;
+	}
+	char p[PATH_MAX];
+	if (resolve(dir, file, p, sizeof(p)))
+		return -ENAMETOOLONG;
+	return gmx_trace_import(p, &opts, w, NULL, msg, len);
+}
+
 static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err_len)
 {
 	gmx_scenario_t *sc = st->sc;
@@ -407,6 +449,8 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 					return -EINVAL;
 				}
 				rc = gmx_workload_read(p, out->workload, msg, sizeof(msg));
+			} else if (!strcmp(wl, "trace")) {
+				rc = import_trace(dir, t, out->workload, msg, sizeof(msg));
 			} else if (!gmx_gen_exists(wl)) {
 				snprintf(err, err_len, "%s: task '%s': unknown workload '%s' (expected a generator, see "
 					 "`gpumux gen --list`, or a .gmxw file)", where, t->name, wl);

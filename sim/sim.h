@@ -35,6 +35,22 @@ typedef struct gmx_sim_task {
 	gmx_workload_t *workload;    /* owned by the scenario */
 } gmx_sim_task_t;
 
+/* One executed command, when a run records its timeline. */
+typedef struct gmx_sim_span {
+	uint32_t task, op;   /* op index within the unit */
+	uint64_t unit;
+	int16_t stream;
+	uint8_t kind;        /* gmx_op_kind_t */
+	int64_t start_ns, end_ns;
+} gmx_sim_span_t;
+
+/* A growable record of executed commands (owned by the caller; free spans). */
+typedef struct gmx_sim_timeline {
+	gmx_sim_span_t *spans;
+	uint64_t n, cap;
+	uint64_t limit; /* stop recording after this many (0 = no limit) */
+} gmx_sim_timeline_t;
+
 typedef struct gmx_sim_config {
 	const gmx_preset_t *device;
 	uint64_t capacity_bytes;     /* device memory for user data (preset less reservation) */
@@ -45,6 +61,7 @@ typedef struct gmx_sim_config {
 	uint64_t seed;
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
+	gmx_sim_timeline_t *timeline; /* when not NULL, every executed command is appended */
 } gmx_sim_config_t;
 
 typedef struct gmx_task_result {
