@@ -459,7 +459,17 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 				rc = gmx_gen_build(wl, t->params, t->n_params, dir, out->workload, msg, sizeof(msg));
 			}
 			if (rc) {
-				snprintf(err, err_len, "%s: task '%s': %s", where, t->name, msg);
+				/* Point at the parameter the message names, when it names one. */
+				int line = t->workload_line ? t->workload_line : t->line;
+				for (size_t k = 0; k < t->n_params; k++) {
+					char a[80], b[80];
+					snprintf(a, sizeof(a), "%s=", t->params[k].key);
+					snprintf(b, sizeof(b), "'%s'", t->params[k].key);
+					if (strstr(msg, a) || strstr(msg, b) ||
+					    (!strcmp(wl, "trace") && !strcmp(t->params[k].key, "file")))
+						line = t->param_line[k];
+				}
+				snprintf(err, err_len, "%s:%d: task '%s': %s", st->path, line, t->name, msg);
 				return rc;
 			}
 			if (!out->workload->n_ops) {

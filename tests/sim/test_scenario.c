@@ -85,7 +85,7 @@ static void unknown_generator(void **state)
 static void bad_generator_parameter(void **state)
 {
 	(void)state;
-	expect_error("[task a]\nworkload = vector-add\nfootprint = -5\n", 2, "footprint");
+	expect_error("[task a]\nworkload = vector-add\nfootprint = -5\n", 3, "footprint=-5");
 }
 
 static void missing_workload(void **state)
