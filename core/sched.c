@@ -12,19 +12,39 @@
 #define GMX_INFLIGHT_DEFAULT 2u            /* a held task stops within two kernels */
 #define GMX_INFLIGHT_MIN 1u
 #define GMX_INFLIGHT_MAX 1024u
+#define GMX_GAP_QUANTILE_DEFAULT 0.02      /* fikit: a gap shorter than predicted 1 time in 50 */
+#define GMX_GAP_QUANTILE_MIN 0.0           /* 0: the shortest gap ever seen */
+#define GMX_GAP_QUANTILE_MAX 0.5           /* the median: above it fills overrun more often than not */
+#define GMX_SWITCH_NS_DEFAULT 0LL          /* tasks share one context (MPS-style); 32 us apart (DESIGN.md) */
+#define GMX_SWITCH_NS_MAX 10000000LL       /* 10 ms */
+#define GMX_STARVE_NS_DEFAULT 100000000LL  /* 100 ms: a training step's order of magnitude */
+#define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
+#define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
 
 extern const gmx_policy_ops_t gmx_sched_exclusive_ops;
 extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
+extern const gmx_policy_ops_t gmx_sched_fikit_ops;
+extern const gmx_policy_ops_t gmx_sched_streamprio_ops;
+extern const gmx_policy_ops_t gmx_sched_mps_ops;
 
 static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_exclusive_ops,
 	&gmx_sched_timeslice_ops,
+	&gmx_sched_fikit_ops,
+	&gmx_sched_streamprio_ops,
+	&gmx_sched_mps_ops,
 };
 
 void gmx_sched_params_default(gmx_sched_params_t *p)
 {
 	p->slice_ns = GMX_SLICE_NS_DEFAULT;
 	p->inflight_max = GMX_INFLIGHT_DEFAULT;
+	p->gap_quantile = GMX_GAP_QUANTILE_DEFAULT;
+	p->switch_ns = GMX_SWITCH_NS_DEFAULT;
+	p->starve_ns = GMX_STARVE_NS_DEFAULT;
+	p->profiles = NULL;
+	p->n_profiles = 0;
+	p->profile_learn = 0;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)
@@ -37,6 +57,21 @@ int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_le
 	if (p->inflight_max < GMX_INFLIGHT_MIN || p->inflight_max > GMX_INFLIGHT_MAX) {
 		snprintf(err, err_len, "in-flight bound %u out of range (expected %u to %u)", p->inflight_max,
 			 GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
+		return -EINVAL;
+	}
+	if (!(p->gap_quantile >= GMX_GAP_QUANTILE_MIN && p->gap_quantile <= GMX_GAP_QUANTILE_MAX)) {
+		snprintf(err, err_len, "gap quantile %g out of range (expected %g to %g)", p->gap_quantile,
+			 GMX_GAP_QUANTILE_MIN, GMX_GAP_QUANTILE_MAX);
+		return -EINVAL;
+	}
+	if (p->switch_ns < 0 || p->switch_ns > GMX_SWITCH_NS_MAX) {
+		snprintf(err, err_len, "context-switch cost %.3f ms out of range (expected 0 to %.0f ms)",
+			 p->switch_ns / 1e6, GMX_SWITCH_NS_MAX / 1e6);
+		return -EINVAL;
+	}
+	if (p->starve_ns < GMX_STARVE_NS_MIN || p->starve_ns > GMX_STARVE_NS_MAX) {
+		snprintf(err, err_len, "starvation bound %.3f ms out of range (expected %.1f to %.0f ms)",
+			 p->starve_ns / 1e6, GMX_STARVE_NS_MIN / 1e6, GMX_STARVE_NS_MAX / 1e6);
 		return -EINVAL;
 	}
 	return 0;

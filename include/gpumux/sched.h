@@ -57,17 +57,31 @@ typedef struct gmx_device {
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
+typedef struct gmx_kprof gmx_kprof_t; /* kernel profile of one task (gpumux/kprofile.h) */
+
 typedef struct gmx_sched_params {
 	int64_t slice_ns;      /* timeslice length */
 	uint32_t inflight_max; /* commands per task released ahead of completion */
+	/* Priority gap filling (fikit, streamprio); see docs/fikit.md. */
+	double gap_quantile;   /* gap predicted at this quantile (lower = more conservative) */
+	int64_t switch_ns;     /* cost of switching the GPU between contexts, budgeted per fill */
+	int64_t starve_ns;     /* a queue head waiting this long is released regardless */
+	gmx_kprof_t **profiles; /* per task index, NULL or NULL entries: none; not owned */
+	uint32_t n_profiles;
+	int profile_learn;     /* nonzero: the policy records observations into profiles */
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;
 
 /* A scheduling policy: a name and its event handlers. */
+/* Policy flags: what a policy asks of the device. */
+#define GMX_POLICY_SPATIAL 1u  /* contexts may share the execution engine at once (MPS-like) */
+#define GMX_POLICY_PROFILES 2u /* uses per-task kernel profiles (params.profiles) */
+
 typedef struct gmx_policy_ops {
 	const char *name;
 	const char *summary;
+	unsigned flags; /* GMX_POLICY_* */
 	/* Allocates the policy's state into *out. 0 or -ENOMEM/-EINVAL. */
 	int (*create)(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out);
 	/* Frees the state; queued commands are not owned by the policy. */
@@ -86,7 +100,7 @@ typedef struct gmx_policy_ops {
 	void (*on_host_wait)(gmx_policy_t *p, uint32_t task);
 } gmx_policy_ops_t;
 
-/* Fills *p with the documented defaults (2 ms slice, 2 commands in flight). */
+/* Fills *p with the documented defaults (2 ms slice, 2 commands in flight, fikit's). */
 void gmx_sched_params_default(gmx_sched_params_t *p);
 
 /* Checks params against their bounds; writes the reason into err. 0 or -EINVAL. */

@@ -1,0 +1,363 @@
+/* fikit: priority kernel scheduling with idle-gap filling (docs/fikit.md).
+ *
+ * Ten priority levels, 0 highest. The tasks of the highest level that has a
+ * task still running ("the HP level") release their commands at once. When
+ * every HP task is idle (nothing queued, nothing on the device), the policy
+ * predicts how long the idle gap will last from the HP task's profile: the
+ * gap that followed its last kernel (in the context of the kernel before it),
+ * at quantile gap_quantile of that gap's distribution given the time already
+ * idle. Into that gap it places lower-priority kernels by BestPrioFit: from
+ * the highest non-empty lower level, the queue head whose predicted duration
+ * (at quantile 1 - gap_quantile) is the largest that still fits, else the next
+ * level down, again and again until nothing fits. Only queue heads are
+ * candidates, so each task's launch order (and thus stream order) holds. A
+ * submitted command is never recalled: a running kernel is never cut.
+ *
+ * When the HP task has been idle longer than any gap in its profile (or its
+ * gap is unknown for FREE_AFTER_UNKNOWN_NS), lower levels run freely, one
+ * command in flight per task so that a returning HP task meets little work.
+ *
+ * Starvation: a command that has been at the head of its task's queue for
+ * starve_ns is released whatever the HP task does (docs/fikit.md states the
+ * bound this gives).
+ *
+ * Measurement: with params.profile_learn, every completed kernel adds to its
+ * task's profile its duration (completion minus the later of its release and
+ * the task's previous completion) and the idle gap after it (until the task's
+ * next command arrives; 0 when one was already waiting).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fikit.h"
+#include "gpumux/kprofile.h"
+#include "gpumux/sched.h"
+
+/* A HP task whose gap the profile cannot predict leaves the GPU to lower
+ * levels after this long idle: about a launch-to-start plus a few kernels. */
+#define FREE_AFTER_UNKNOWN_NS 1000000LL
+/* Re-evaluation step while the HP task is idle and nothing fits: the
+ * conditional gap prediction grows as the gap lasts. */
+#define RECHECK_MIN_NS 20000LL
+
+typedef struct ftask {
+	gmx_cmd_queue_t queue; /* launch order */
+	uint32_t inflight;
+	int priority, present, done;
+	gmx_kprof_t *prof;
+	uint64_t last_id, last_prev; /* last completed kernel and the one completed before it */
+	uint64_t sub_last;           /* last released kernel: the context of the head */
+	int64_t last_end;            /* last completion; -1 never */
+	int64_t head_since;          /* when the current head became head */
+	/* measuring */
+	int64_t *sub_t;              /* release time per in-flight command (ring, by seq) */
+	uint64_t *sub_seq;
+	int64_t prev_done;           /* previous completion of any command of the task */
+	int pending;                 /* an observation waits for its gap */
+	uint64_t p_id, p_prev;
+	int64_t p_dur, p_end;
+} ftask_t;
+
+struct gmx_policy {
+	gmx_device_t dev;
+	gmx_sched_params_t params;
+	uint32_t n_tasks;
+	int last_task;       /* task whose command was released last (context on the GPU) */
+	int64_t fill_end;    /* predicted end of the lower-level work released so far */
+	uint32_t level_n[GMX_PRIORITY_LEVELS];
+	uint32_t level[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS];
+	ftask_t task[GMX_MAX_TASKS];
+};
+
+static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
+{
+	gmx_policy_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dev = *dev;
+	s->params = *p;
+	s->last_task = -1;
+	*out = s;
+	return 0;
+}
+
+static void fk_destroy(gmx_policy_t *s)
+{
+	if (!s)
+		return;
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
+		free(s->task[t].sub_t);
+		free(s->task[t].sub_seq);
+	}
+	free(s);
+}
+
+static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
+{
+	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS || s->task[task].present)
+		return -EINVAL;
+	ftask_t *t = &s->task[task];
+	t->sub_t = calloc(s->params.inflight_max, sizeof(*t->sub_t));
+	t->sub_seq = calloc(s->params.inflight_max, sizeof(*t->sub_seq));
+	if (!t->sub_t || !t->sub_seq)
+		return -ENOMEM;
+	t->present = 1;
+	t->priority = priority;
+	t->last_end = -1;
+	t->prev_done = -1;
+	if (s->params.profiles && task < s->params.n_profiles)
+		t->prof = s->params.profiles[task];
+	s->level[priority][s->level_n[priority]++] = task;
+	if (task + 1 > s->n_tasks)
+		s->n_tasks = task + 1;
+	return 0;
+}
+
+/* Predicted duration of task t's queue head, -1 unknown. */
+static int64_t head_pred(const gmx_policy_t *s, const ftask_t *t)
+{
+	const gmx_cmd_t *c = t->queue.head;
+	if (!c)
+		return -1;
+	if (c->kernel_id && t->prof) {
+		const gmx_kprof_entry_t *e = gmx_kprof_lookup(t->prof, c->kernel_id, t->sub_last);
+		if (e)
+			return gmx_kdist_quantile(&e->dur, 1.0 - s->params.gap_quantile);
+	}
+	return c->predicted_ns > 0 ? c->predicted_ns : -1;
+}
+
+static void release(gmx_policy_t *s, uint32_t ti)
+{
+	ftask_t *t = &s->task[ti];
+	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
+	int64_t now = s->dev.now(s->dev.ctx);
+	uint32_t r = (uint32_t)(c->seq % s->params.inflight_max);
+	t->sub_t[r] = now; /* at most inflight_max in flight: slots by seq rarely collide */
+	t->sub_seq[r] = c->seq;
+	if (c->kernel_id)
+		t->sub_last = c->kernel_id;
+	t->inflight++;
+	t->head_since = now;
+	s->last_task = (int)ti;
+	s->dev.submit(s->dev.ctx, c);
+}
+
+/* The HP level: the best priority among tasks not finished. */
+static int hp_level(const gmx_policy_t *s)
+{
+	for (int l = 0; l < GMX_PRIORITY_LEVELS; l++)
+		for (uint32_t k = 0; k < s->level_n[l]; k++)
+			if (!s->task[s->level[l][k]].done)
+				return l;
+	return -1;
+}
+
+int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t budget_ns, uint32_t *task)
+{
+	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++) {
+		int64_t best = -1;
+		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+			uint32_t ti = s->level[l][k];
+			const ftask_t *t = &s->task[ti];
+			if (!t->queue.head || t->inflight >= s->params.inflight_max)
+				continue;
+			int64_t d = head_pred(s, t);
+			if (d < 0)
+				continue;
+			/* a context switch in (unless this task holds the GPU) and one back out */
+			int64_t cost = d + s->params.switch_ns * (s->last_task == (int)ti ? 1 : 2);
+			if (cost <= budget_ns && d > best) {
+				best = d;
+				*task = ti;
+			}
+		}
+		if (best >= 0)
+			return best;
+	}
+	return -1;
+}
+
+/* Remaining predicted gap of the HP level at `now`: INT64_MAX when lower
+ * levels may run freely, else ns (0: none). *recheck: when to look again. */
+static int64_t hp_gap(const gmx_policy_t *s, int hp, int64_t now, int64_t *recheck)
+{
+	int64_t g = INT64_MAX;
+	*recheck = INT64_MAX;
+	for (uint32_t k = 0; k < s->level_n[hp]; k++) {
+		const ftask_t *t = &s->task[s->level[hp][k]];
+		if (t->done)
+			continue;
+		int64_t since = t->last_end >= 0 ? t->last_end : 0;
+		const gmx_kprof_entry_t *e = t->prof && t->last_id ? gmx_kprof_lookup(t->prof, t->last_id, t->last_prev)
+								    : NULL;
+		int64_t r;
+		if (!e) {
+			if (now - since >= FREE_AFTER_UNKNOWN_NS)
+				continue; /* unknown and long: free */
+			r = 0;
+			if (since + FREE_AFTER_UNKNOWN_NS < *recheck)
+				*recheck = since + FREE_AFTER_UNKNOWN_NS;
+		} else if (now - since >= e->gap.q[GMX_KPROF_QPTS - 1]) {
+			continue; /* idle longer than ever seen: free */
+		} else {
+			r = gmx_kdist_remaining(&e->gap, now - since, s->params.gap_quantile);
+			int64_t at = now + (r > RECHECK_MIN_NS ? r : RECHECK_MIN_NS);
+			if (since + e->gap.q[GMX_KPROF_QPTS - 1] < at)
+				at = since + e->gap.q[GMX_KPROF_QPTS - 1];
+			if (at < *recheck)
+				*recheck = at;
+		}
+		if (r < g)
+			g = r;
+	}
+	return g;
+}
+
+/* Releases a lower-level head outside a fill (starving, or free running) and
+ * extends the predicted end of lower-level work by its duration. */
+static void release_lp(gmx_policy_t *s, uint32_t ti, int64_t now)
+{
+	int64_t d = head_pred(s, &s->task[ti]);
+	if (now + d > s->fill_end)
+		s->fill_end = now + (d > 0 ? d : 0);
+	release(s, ti);
+}
+
+static void dispatch(gmx_policy_t *s)
+{
+	int64_t now = s->dev.now(s->dev.ctx);
+	int hp = hp_level(s);
+	if (hp < 0)
+		return;
+	int hp_busy = 0;
+	for (uint32_t k = 0; k < s->level_n[hp]; k++) {
+		uint32_t ti = s->level[hp][k];
+		ftask_t *t = &s->task[ti];
+		while (t->queue.head && t->inflight < s->params.inflight_max)
+			release(s, ti);
+		hp_busy |= t->inflight > 0 || t->queue.head != NULL;
+	}
+	int64_t wake = INT64_MAX;
+	/* Starvation bound: heads that waited starve_ns go now. */
+	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
+		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+			uint32_t ti = s->level[l][k];
+			ftask_t *t = &s->task[ti];
+			if (!t->queue.head || t->inflight)
+				continue;
+			int64_t due = t->head_since + s->params.starve_ns;
+			if (now >= due)
+				release_lp(s, ti, now);
+			else if (due < wake)
+				wake = due;
+		}
+	if (!hp_busy) {
+		int64_t recheck;
+		int64_t g = hp_gap(s, hp, now, &recheck);
+		if (g == INT64_MAX) {
+			for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
+				for (uint32_t k = 0; k < s->level_n[l]; k++) {
+					uint32_t ti = s->level[l][k];
+					if (s->task[ti].queue.head && !s->task[ti].inflight)
+						release_lp(s, ti, now);
+				}
+		} else {
+			if (s->fill_end < now)
+				s->fill_end = now;
+			uint32_t ti;
+			int64_t d;
+			while ((d = gmx_fikit_pick(s, hp, now + g - s->fill_end, &ti)) >= 0) {
+				s->fill_end += d + (s->last_task == (int)ti ? 0 : s->params.switch_ns);
+				release(s, ti);
+			}
+			if (recheck < wake)
+				wake = recheck;
+		}
+	}
+	if (wake != INT64_MAX)
+		s->dev.set_timer(s->dev.ctx, wake);
+}
+
+static void learn_flush(ftask_t *t, int64_t gap)
+{
+	if (t->pending && t->prof)
+		gmx_kprof_observe(t->prof, t->p_id, t->p_prev, t->p_dur, gap, NULL);
+	t->pending = 0;
+}
+
+static void fk_task_done(gmx_policy_t *s, uint32_t task)
+{
+	if (task < GMX_MAX_TASKS) {
+		s->task[task].done = 1;
+		s->task[task].pending = 0; /* no next command: the gap is not a gap */
+	}
+	dispatch(s);
+}
+
+static void fk_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	ftask_t *t = &s->task[cmd->task];
+	int64_t now = s->dev.now(s->dev.ctx);
+	if (s->params.profile_learn)
+		learn_flush(t, now - t->p_end);
+	if (!t->queue.head)
+		t->head_since = now;
+	gmx_cmd_queue_push(&t->queue, cmd);
+	dispatch(s);
+}
+
+static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	ftask_t *t = &s->task[cmd->task];
+	int64_t now = s->dev.now(s->dev.ctx);
+	if (t->inflight)
+		t->inflight--;
+	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
+		if (s->params.profile_learn && t->prof) {
+			uint32_t r = (uint32_t)(cmd->seq % s->params.inflight_max);
+			int64_t began = t->sub_seq[r] == cmd->seq ? t->sub_t[r] : now;
+			if (t->prev_done > began)
+				began = t->prev_done;
+			learn_flush(t, 0);
+			t->pending = 1;
+			t->p_id = cmd->kernel_id;
+			t->p_prev = t->last_id;
+			t->p_dur = now - began;
+			t->p_end = now;
+			if (t->queue.head || t->inflight)
+				learn_flush(t, 0); /* the next command was already waiting */
+		}
+		t->last_prev = t->last_id;
+		t->last_id = cmd->kernel_id;
+	}
+	t->prev_done = now;
+	t->last_end = now;
+	dispatch(s);
+}
+
+static void fk_on_timer(gmx_policy_t *s)
+{
+	dispatch(s);
+}
+
+static void fk_on_host_wait(gmx_policy_t *s, uint32_t task)
+{
+	(void)task;
+	dispatch(s);
+}
+
+const gmx_policy_ops_t gmx_sched_fikit_ops = {
+	.name = "fikit",
+	.summary = "priority levels; lower levels fill the HP task's predicted idle gaps (BestPrioFit)",
+	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PROFILES,
+	.create = fk_create,
+	.destroy = fk_destroy,
+	.task_add = fk_task_add,
+	.task_done = fk_task_done,
+	.on_launch = fk_on_launch,
+	.on_complete = fk_on_complete,
+	.on_timer = fk_on_timer,
+	.on_host_wait = fk_on_host_wait,
+};
