@@ -49,6 +49,8 @@ typedef struct gmx_grant_ops {
     /* Called after the command reached the driver (may be NULL). */
     void (*released)(void *self, const gmx_shim_cmd_t *cmd);
     void *self;
+    /* Called when a released command (by seq) completed on the GPU (may be NULL). */
+    void (*completed)(void *self, uint64_t seq);
 } gmx_grant_ops_t;
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */

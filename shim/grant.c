@@ -29,9 +29,9 @@ static int grant_unless_file(void *self, const gmx_shim_cmd_t *cmd)
     return stat(g_hold_path, &st) != 0;
 }
 
-static const gmx_grant_ops_t g_passthrough = {"passthrough", 1, grant_always, NULL, NULL};
-static const gmx_grant_ops_t g_queue = {"queue", 0, grant_always, NULL, NULL};
-static const gmx_grant_ops_t g_hold = {"hold", 0, grant_unless_file, NULL, NULL};
+static const gmx_grant_ops_t g_passthrough = {"passthrough", 1, grant_always, NULL, NULL, NULL};
+static const gmx_grant_ops_t g_queue = {"queue", 0, grant_always, NULL, NULL, NULL};
+static const gmx_grant_ops_t g_hold = {"hold", 0, grant_unless_file, NULL, NULL, NULL};
 
 const gmx_grant_ops_t *gmx_grant_from_env(void)
 {
@@ -40,6 +40,8 @@ const gmx_grant_ops_t *gmx_grant_from_env(void)
         return &g_passthrough;
     if (strcmp(p, "queue") == 0)
         return &g_queue;
+    if (strcmp(p, "daemon") == 0)
+        return gmx_grant_daemon();
     if (strcmp(p, "hold") == 0) {
         const char *f = getenv("GPUMUX_SHIM_HOLD_FILE");
         if (f && *f) {
@@ -50,7 +52,7 @@ const gmx_grant_ops_t *gmx_grant_from_env(void)
                         "whose existence holds the work); using queue\n");
         return &g_queue;
     }
-    fprintf(stderr, "gpumux shim: unknown GPUMUX_SHIM_POLICY=%s (expected passthrough, queue or "
-                    "hold); using passthrough\n", p);
+    fprintf(stderr, "gpumux shim: unknown GPUMUX_SHIM_POLICY=%s (expected passthrough, queue, "
+                    "hold or daemon); using passthrough\n", p);
     return &g_passthrough;
 }

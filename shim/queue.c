@@ -85,6 +85,7 @@ struct gmx_sq {
     pthread_t owner;    /* per-thread default stream: the owning thread */
     gmx_cmd *head, *tail;
     CUevent *ring;      /* in-flight completion events, oldest first */
+    uint64_t *ring_seq; /* the seq of each ring entry, for the policy's completed() */
     int rhead, rlen;
     CUevent *pool;      /* spare completion events of this context */
     int npool, cappool;
@@ -287,7 +288,10 @@ static gmx_sq *sq_new(CUcontext ctx, CUstream user, int kind)
     if (!q)
         return NULL;
     q->ring = calloc((size_t)g.inflight_max, sizeof *q->ring);
-    if (!q->ring) {
+    q->ring_seq = calloc((size_t)g.inflight_max, sizeof *q->ring_seq);
+    if (!q->ring || !q->ring_seq) {
+        free(q->ring);
+        free(q->ring_seq);
         free(q);
         return NULL;
     }
@@ -551,6 +555,7 @@ static void release_head(gmx_sq *q)
         __typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
         if (done && rec && rec(done, q->real) == CUDA_SUCCESS) {
             q->ring[(q->rhead + q->rlen) % g.inflight_max] = done;
+            q->ring_seq[(q->rhead + q->rlen) % g.inflight_max] = c->info.seq;
             q->rlen++;
             g.inflight++;
         }
@@ -575,6 +580,8 @@ static void reap(void)
                 break;
             if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
                 q->deferred = r;
+            if (gmx_shim_policy->completed)
+                gmx_shim_policy->completed(gmx_shim_policy->self, q->ring_seq[q->rhead]);
             q->rhead = (q->rhead + 1) % g.inflight_max;
             q->rlen--;
             g.inflight--;
@@ -1066,6 +1073,16 @@ void gmx_shim_drain_all(void)
     pthread_mutex_lock(&g.lock);
     if (g.queued > 0)
         wait_until(all_released, NULL);
+    pthread_mutex_unlock(&g.lock);
+}
+
+void gmx_shim_queue_kick(void)
+{
+    pthread_mutex_lock(&g.lock);
+    if (g.queued > 0) {
+        ensure_dispatcher();
+        pthread_cond_signal(&g.cv_work);
+    }
     pthread_mutex_unlock(&g.lock);
 }
 

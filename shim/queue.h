@@ -64,6 +64,9 @@ void gmx_shim_event_flush(CUevent e, int forget);
 void gmx_shim_capture_begin(void);
 void gmx_shim_capture_end(void);
 
+/* Wakes the dispatcher to re-check grants now (a grant arrived); never blocks on the GPU. */
+void gmx_shim_queue_kick(void);
+
 /* Forgets cached kernel names and layouts (a module was unloaded). */
 void gmx_shim_func_cache_clear(void);
 

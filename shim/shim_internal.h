@@ -73,6 +73,9 @@ void gmx_shim_queue_atfork_child(void);
 /* The grant policy chosen from the environment at load (never NULL after gmx_shim_load). */
 extern const gmx_grant_ops_t *gmx_shim_policy;
 
+/* The daemon grant policy (shim/grant_daemon.c): talks to gpumuxd, pass-through without it. */
+const gmx_grant_ops_t *gmx_grant_daemon(void);
+
 /* Writes one line to the shim's log (GPUMUX_SHIM_LOG), if enabled. */
 void gmx_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int gmx_shim_log_fd;

@@ -1,0 +1,66 @@
+/*
+ * gpumuxd internals: configuration, clients, the real-time device the core policies drive.
+ *
+ * The daemon is one thread: an epoll loop over the listening socket, each client's socket and
+ * eventfd, a timerfd for the policy's timer and a signalfd. It never blocks on a client: all
+ * sockets are non-blocking, and a client whose ring is full or who stops completing granted
+ * work is cut off. No locks: nothing is shared between threads.
+ */
+#ifndef GMX_DAEMON_H
+#define GMX_DAEMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gmx_proto.h"
+#include "gpumux/sched.h"
+
+/* Tunables: default and bounds in one place (config keys in docs/daemon.md). */
+#define GMXD_SLICE_US_DEFAULT 2000
+#define GMXD_SLICE_US_MIN 10
+#define GMXD_SLICE_US_MAX 60000000
+#define GMXD_INFLIGHT_DEFAULT 2
+#define GMXD_INFLIGHT_MIN 1
+#define GMXD_INFLIGHT_MAX 1024
+#define GMXD_MAX_CLIENTS_DEFAULT 32
+#define GMXD_MAX_CLIENTS_MAX (GMX_MAX_TASKS - 1)
+#define GMXD_UNRESPONSIVE_MS_DEFAULT 5000 /* longer than any kernel the operator runs */
+#define GMXD_UNRESPONSIVE_MS_MIN 100
+#define GMXD_UNRESPONSIVE_MS_MAX 3600000
+#define GMXD_DEVICE_MEMORY_MB_DEFAULT 16384
+#define GMXD_DEVICE_MEMORY_MB_MAX (1 << 24)
+#define GMXD_SPIN_US_DEFAULT 0 /* busy-poll the rings before sleeping (0: never) */
+#define GMXD_SPIN_US_MAX 10000
+#define GMXD_ALLOW_MAX 32
+#define GMXD_ALLOCS_PER_CLIENT 4096
+#define GMXD_LAT_SAMPLES 1024 /* recent notice-to-grant latencies kept per client */
+
+typedef struct {
+    char runtime_dir[256];
+    char policy[32];
+    long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
+    uid_t allow_uid[GMXD_ALLOW_MAX];
+    int n_allow_uid;
+    gid_t allow_gid[GMXD_ALLOW_MAX];
+    int n_allow_gid;
+    char profile_dir[256];
+    int oversubscribe_default; /* oversubscription for every client, not only --oversubscribe */
+} gmxd_config_t;
+
+/* Fills *c with the defaults (runtime dir from $GPUMUX_RUNTIME_DIR or /run/gpumux). */
+void gmxd_config_default(gmxd_config_t *c);
+
+/* Reads an INI file into *c; 0, or a negative errno with the file, line and reason in err. */
+int gmxd_config_load(gmxd_config_t *c, const char *path, char *err, size_t err_len);
+
+/* Parses a comma-separated list of user names or uids (users=1) or groups into *c. */
+int gmxd_config_allow(gmxd_config_t *c, const char *list, int users, char *err, size_t err_len);
+
+/* Runs the daemon until SIGTERM/SIGINT; 0 on a clean stop, a negative errno otherwise. */
+int gmxd_run(const gmxd_config_t *c);
+
+/* Logs one line to stderr with a monotonic timestamp (journald keeps it). */
+void gmxd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
