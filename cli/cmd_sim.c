@@ -29,6 +29,8 @@ static void usage(FILE *out)
 		"  --only TASK      run only this task, alone (its 'alone' figures)\n"
 		"  --duration S     simulated seconds to run (default: the scenario's, else 10)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
+		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
+		"                   measure each task alone first\n"
 		"  --compare        run every memory mode under timeslice and print a comparison\n"
 		"  --json           print one JSON object instead of a table\n"
 		"  -h, --help       show this help\n"
@@ -122,9 +124,10 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"seed", required_argument, 0, 'S'},  {"only", required_argument, 0, 'o'},
 		{"duration", required_argument, 0, 'd'}, {"slice-ms", required_argument, 0, 'l'},
 		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
+		{"profile", required_argument, 0, 'p'},
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
-	const char *sched = NULL, *mem = NULL, *only = NULL;
+	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
 	double seed = -1, duration = -1, slice = -1;
 	int json = 0, cmp = 0, c;
 	optind = 1;
@@ -134,6 +137,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		case 's': sched = optarg; break;
 		case 'm': mem = optarg; break;
 		case 'o': only = optarg; break;
+		case 'p': profile = optarg; break;
 		case 'j': json = 1; break;
 		case 'c': cmp = 1; break;
 		case 'S':
@@ -165,6 +169,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		fprintf(stderr, "gpumux sim: %s\n", err);
 		return 1;
 	}
+	sc.profile = profile;
 	if (seed >= 0)
 		sc.seed = (uint64_t)seed;
 	if (duration > 0)

@@ -52,7 +52,9 @@ typedef struct ftask {
 	int64_t head_since;          /* when the current head became head */
 	/* measuring */
 	int64_t *sub_t;              /* release time per in-flight command (ring, by seq) */
-	uint64_t *sub_seq;
+	int64_t *sub_pred;           /* its predicted duration */
+	uint64_t *sub_seq;           /* its seq, 0 once completed */
+	int64_t busy_until;          /* predicted end of the task's in-flight work */
 	int64_t prev_done;           /* previous completion of any command of the task */
 	int pending;                 /* an observation waits for its gap */
 	uint64_t p_id, p_prev;
@@ -64,7 +66,6 @@ struct gmx_policy {
 	gmx_sched_params_t params;
 	uint32_t n_tasks;
 	int last_task;       /* task whose command was released last (context on the GPU) */
-	int64_t fill_end;    /* predicted end of the lower-level work released so far */
 	uint32_t level_n[GMX_PRIORITY_LEVELS];
 	uint32_t level[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS];
 	ftask_t task[GMX_MAX_TASKS];
@@ -89,6 +90,7 @@ static void fk_destroy(gmx_policy_t *s)
 	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
 		free(s->task[t].sub_t);
 		free(s->task[t].sub_seq);
+		free(s->task[t].sub_pred);
 	}
 	free(s);
 }
@@ -100,7 +102,8 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	ftask_t *t = &s->task[task];
 	t->sub_t = calloc(s->params.inflight_max, sizeof(*t->sub_t));
 	t->sub_seq = calloc(s->params.inflight_max, sizeof(*t->sub_seq));
-	if (!t->sub_t || !t->sub_seq)
+	t->sub_pred = calloc(s->params.inflight_max, sizeof(*t->sub_pred));
+	if (!t->sub_t || !t->sub_seq || !t->sub_pred)
 		return -ENOMEM;
 	t->present = 1;
 	t->priority = priority;
@@ -131,11 +134,14 @@ static int64_t head_pred(const gmx_policy_t *s, const ftask_t *t)
 static void release(gmx_policy_t *s, uint32_t ti)
 {
 	ftask_t *t = &s->task[ti];
+	int64_t d = head_pred(s, t);
 	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	int64_t now = s->dev.now(s->dev.ctx);
 	uint32_t r = (uint32_t)(c->seq % s->params.inflight_max);
 	t->sub_t[r] = now; /* at most inflight_max in flight: slots by seq rarely collide */
 	t->sub_seq[r] = c->seq;
+	t->sub_pred[r] = d > 0 ? d : 0;
+	t->busy_until = (t->busy_until > now ? t->busy_until : now) + t->sub_pred[r];
 	if (c->kernel_id)
 		t->sub_last = c->kernel_id;
 	t->inflight++;
@@ -154,7 +160,7 @@ static int hp_level(const gmx_policy_t *s)
 	return -1;
 }
 
-int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t budget_ns, uint32_t *task)
+int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t now, int64_t gap_ns, uint32_t *task)
 {
 	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++) {
 		int64_t best = -1;
@@ -166,9 +172,12 @@ int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t budget_ns, uint
 			int64_t d = head_pred(s, t);
 			if (d < 0)
 				continue;
-			/* a context switch in (unless this task holds the GPU) and one back out */
+			/* after the task's own in-flight work (one stream), a context switch in
+			 * (unless this task holds the GPU) and one back out */
 			int64_t cost = d + s->params.switch_ns * (s->last_task == (int)ti ? 1 : 2);
-			if (cost <= budget_ns && d > best) {
+			if (t->busy_until > now)
+				cost += t->busy_until - now;
+			if (cost <= gap_ns && d > best) {
 				best = d;
 				*task = ti;
 			}
@@ -219,9 +228,7 @@ static int64_t hp_gap(const gmx_policy_t *s, int hp, int64_t now, int64_t *reche
  * extends the predicted end of lower-level work by its duration. */
 static void release_lp(gmx_policy_t *s, uint32_t ti, int64_t now)
 {
-	int64_t d = head_pred(s, &s->task[ti]);
-	if (now + d > s->fill_end)
-		s->fill_end = now + (d > 0 ? d : 0);
+	(void)now;
 	release(s, ti);
 }
 
@@ -264,14 +271,9 @@ static void dispatch(gmx_policy_t *s)
 						release_lp(s, ti, now);
 				}
 		} else {
-			if (s->fill_end < now)
-				s->fill_end = now;
 			uint32_t ti;
-			int64_t d;
-			while ((d = gmx_fikit_pick(s, hp, now + g - s->fill_end, &ti)) >= 0) {
-				s->fill_end += d + (s->last_task == (int)ti ? 0 : s->params.switch_ns);
+			while (gmx_fikit_pick(s, hp, now, g, &ti) >= 0)
 				release(s, ti);
-			}
 			if (recheck < wake)
 				wake = recheck;
 		}
@@ -314,10 +316,18 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 	int64_t now = s->dev.now(s->dev.ctx);
 	if (t->inflight)
 		t->inflight--;
+	/* Re-base the task's predicted busy time on what is still in flight. */
+	t->busy_until = now;
+	for (uint32_t r = 0; r < s->params.inflight_max; r++) {
+		if (t->sub_seq[r] == cmd->seq)
+			t->sub_seq[r] = 0;
+		else if (t->sub_seq[r])
+			t->busy_until += t->sub_pred[r];
+	}
 	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
 		if (s->params.profile_learn && t->prof) {
 			uint32_t r = (uint32_t)(cmd->seq % s->params.inflight_max);
-			int64_t began = t->sub_seq[r] == cmd->seq ? t->sub_t[r] : now;
+			int64_t began = t->sub_t[r];
 			if (t->prev_done > began)
 				began = t->prev_done;
 			learn_flush(t, 0);

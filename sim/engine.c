@@ -9,7 +9,10 @@
 
 #include "events.h"
 #include "ideal.h"
+#include "interference.h"
 #include "memspace.h"
+#include "profile.h"
+#include "msched.h"
 #include "sim.h"
 #include "um.h"
 
@@ -30,6 +33,11 @@ typedef struct scmd {
 	uint8_t engine;
 	struct scmd *hw_next;
 	struct scmd *live_prev, *live_next; /* every command alive, freed at the end */
+	/* spatial sharing (GMX_POLICY_SPATIAL): progress at a rate that changes */
+	double work_left, slow; /* solo ns still to run; current slowdown */
+	int64_t rate_t;         /* when work_left was last brought up to date */
+	uint32_t end_gen, ends_pending;
+	uint8_t running, dead;  /* on the engine; ended but an old end event is still queued */
 } scmd_t;
 
 typedef struct slot {
@@ -82,16 +90,21 @@ typedef struct sim {
 	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
+	gmx_msched_t *ms;  /* msched modes */
 	int64_t *progress;
 	uint64_t rng;
 	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
 	scmd_t *live;
+	int spatial;       /* contexts share the execution engine (policy flag) */
+	scmd_t **run;      /* spatial: kernels running on the execution engine */
+	uint32_t n_run, cap_run;
 	int error;
 	char *err;
 	size_t err_len;
 } sim_t;
 
-static const char *const mem_names[GMX_MEM_MODE_COUNT] = {"inmem", "um", "ideal"};
+static const char *const mem_names[GMX_MEM_MODE_COUNT] = {"inmem", "um", "ideal", "msched", "msched-wholealloc",
+							     "msched-serial", "msched-fifo"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -168,7 +181,7 @@ static void dev_set_timer(void *ctx, int64_t at)
 static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
 {
 	if (eng == ENG_EXEC)
-		return s->running[ENG_EXEC] == 0 || s->ee_task == (int)task;
+		return s->spatial || s->running[ENG_EXEC] == 0 || s->ee_task == (int)task;
 	return s->running[eng] == 0;
 }
 
@@ -202,8 +215,8 @@ static void try_start(sim_t *s)
 		if (sl->last_end + s->dev->kernel_gap_ns > at && sl->last_end > 0)
 			at = sl->last_end + s->dev->kernel_gap_ns;
 		if (best->engine == ENG_EXEC) {
-			if (s->ee_last_task >= 0 && s->ee_last_task != (int)best->c.task)
-				at += s->dev->ctx_switch_ns;
+			if (!s->spatial && s->ee_last_task >= 0 && s->ee_last_task != (int)best->c.task)
+				at += s->dev->ctx_switch_ns; /* spatial: one shared context, no switch */
 			s->ee_task = s->ee_last_task = (int)best->c.task;
 		}
 		s->running[best->engine]++;
@@ -213,6 +226,66 @@ static void try_start(sim_t *s)
 
 static void um_resume(sim_t *s, scmd_t *x);
 
+/* Spatial sharing: brings every running kernel's work up to date, computes
+ * its slowdown among the kernels running now (sim/interference.c) and, where
+ * the slowdown changed, schedules its end anew (the old end event goes stale). */
+static void spatial_update(sim_t *s)
+{
+	gmx_kernel_load_t load[256];
+	uint32_t n = s->n_run < 256 ? s->n_run : 256;
+	for (uint32_t i = 0; i < n; i++) {
+		scmd_t *x = s->run[i];
+		if (x->slow > 0) /* 0: just started */
+			x->work_left -= (double)(s->now - x->rate_t) / x->slow;
+		if (x->work_left < 0)
+			x->work_left = 0;
+		x->rate_t = s->now;
+		load[i] = (gmx_kernel_load_t){x->c.task, x->c.op ? x->c.op->sm_demand : 0,
+					      x->c.op ? x->c.op->klass : GMX_CLASS_UNKNOWN};
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		scmd_t *x = s->run[i];
+		double f = gmx_interference_slowdown(load, n, i, s->dev->sms);
+		if (f == x->slow)
+			continue;
+		x->slow = f;
+		x->end_gen++;
+		x->ends_pending++;
+		push(s, s->now + (int64_t)ceil(x->work_left * f), EV_END, x->end_gen, (uint64_t)(uintptr_t)x);
+	}
+}
+
+static void spatial_begin(sim_t *s, scmd_t *x)
+{
+	if (s->n_run == s->cap_run) {
+		uint32_t nc = s->cap_run ? 2 * s->cap_run : 16;
+		scmd_t **p = realloc(s->run, nc * sizeof(*p));
+		if (!p) {
+			fail(s, -ENOMEM, "out of memory for running kernels");
+			return;
+		}
+		s->run = p;
+		s->cap_run = nc;
+	}
+	x->work_left = (double)x->dur;
+	x->slow = 0; /* forces a first end event */
+	x->rate_t = s->now;
+	x->running = 1;
+	s->run[s->n_run++] = x;
+	spatial_update(s);
+}
+
+static void spatial_end(sim_t *s, scmd_t *x)
+{
+	for (uint32_t i = 0; i < s->n_run; i++)
+		if (s->run[i] == x) {
+			s->run[i] = s->run[--s->n_run];
+			break;
+		}
+	x->running = 0;
+	spatial_update(s);
+}
+
 static void cmd_begin(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
@@ -221,6 +294,10 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 	if (x->engine == ENG_EXEC) {
 		tk->exec_unit = x->unit;
 		tk->exec_op = x->op_index;
+	}
+	if (s->spatial && x->engine == ENG_EXEC) {
+		spatial_begin(s, x); /* inmem only: run_one refuses other memory modes */
+		return;
 	}
 	if (x->engine != ENG_EXEC || !op->region_count || s->cfg->mem == GMX_MEM_INMEM) {
 		push(s, s->now + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
@@ -249,6 +326,20 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 			start = s->d2h_free;
 		s->prev_ee_start = start;
 		push(s, start + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		return;
+	}
+	if (s->ms) {
+		/* Proactive: start when the kernel's own pages are in; what the
+		 * prediction missed faults in through the unified-memory path below. */
+		int64_t ready;
+		if (gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready)) {
+			fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+			return;
+		}
+		x->pages_total = x->pages_left = gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+		x->compute_left = x->dur;
+		memset(&x->cur, 0, sizeof(x->cur));
+		push(s, ready, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
 		return;
 	}
 	/* Unified memory: run until the next missing page, fault, resume. */
@@ -362,6 +453,8 @@ static void unit_complete(sim_t *s, uint32_t t)
 		tk->done_time = s->now;
 		tk->host = HOST_DONE;
 		s->cfg->policy->task_done(s->policy, t);
+		if (s->ms)
+			gmx_msched_task_done(s->ms, t);
 		int all = 1;
 		for (uint32_t i = 0; i < s->n; i++)
 			all &= s->t[i].done;
@@ -437,6 +530,8 @@ static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
 	x->c.kind = op->kind;
 	x->c.op = op;
 	x->c.workload = tk->w;
+	if (op->kind == GMX_OP_KERNEL)
+		x->c.kernel_id = gmx_sim_kernel_id(tk->w, op);
 	x->issue = s->now;
 	x->slot = slot_of(tk, op->stream);
 	x->op_index = tk->pc;
@@ -540,6 +635,29 @@ static void record_span(sim_t *s, const scmd_t *x)
 					      .end_ns = s->now};
 }
 
+static void free_cmd(sim_t *s, scmd_t *x)
+{
+	if (x->live_prev)
+		x->live_prev->live_next = x->live_next;
+	else
+		s->live = x->live_next;
+	if (x->live_next)
+		x->live_next->live_prev = x->live_prev;
+	free(x);
+}
+
+/* Spatial end events: one per slowdown change; only the latest counts. */
+static int spatial_stale(sim_t *s, scmd_t *x, uint32_t gen)
+{
+	x->ends_pending--;
+	if (x->dead) {
+		if (!x->ends_pending)
+			free_cmd(s, x);
+		return 1;
+	}
+	return gen != x->end_gen;
+}
+
 static void cmd_end(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
@@ -553,14 +671,13 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	if (s->cfg->timeline)
 		record_span(s, x);
 	tk->done_gpu_ns += (double)x->dur;
+	if (x->running)
+		spatial_end(s, x);
 	s->cfg->policy->on_complete(s->policy, &x->c);
-	if (x->live_prev)
-		x->live_prev->live_next = x->live_next;
+	if (x->ends_pending)
+		x->dead = 1; /* freed when its last stale end event is popped */
 	else
-		s->live = x->live_next;
-	if (x->live_next)
-		x->live_next->live_prev = x->live_prev;
-	free(x);
+		free_cmd(s, x);
 	host_wake(s, (uint32_t)(tk - s->t));
 	try_start(s);
 }
@@ -676,7 +793,9 @@ static void collect(sim_t *s, gmx_sim_result_t *r)
 	r->throttles += s->throttles;
 	r->kernels += s->kernels;
 	r->events += s->events;
-	if (s->cfg->mem == GMX_MEM_UM) {
+	if (s->ms)
+		gmx_msched_stats(s->ms, &r->msched);
+	if (s->cfg->mem == GMX_MEM_UM || s->ms) {
 		r->h2d_bytes += s->mem.h2d_bytes;
 		r->d2h_bytes += s->mem.d2h_bytes;
 	} else if (s->cfg->mem == GMX_MEM_IDEAL) {
@@ -702,8 +821,10 @@ static void destroy(sim_t *s)
 		free(x);
 	}
 	free(s->t);
+	free(s->run);
 	free(s->progress);
 	gmx_ideal_destroy(s->ideal);
+	gmx_msched_destroy(s->ms);
 	gmx_memspace_free(&s->mem);
 	gmx_events_free(&s->q);
 }
@@ -719,6 +840,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	s.err_len = err_len;
 	s.ee_task = s.ee_last_task = -1;
 	s.rng = cfg->seed;
+	s.spatial = (cfg->policy->flags & GMX_POLICY_SPATIAL) != 0;
+	if (s.spatial && cfg->mem != GMX_MEM_INMEM) {
+		snprintf(err, err_len, "scheduler %s shares the engine between contexts, which the simulator models "
+			 "with unlimited memory only (--mem inmem)", cfg->policy->name);
+		return -EINVAL;
+	}
 	s.t = calloc(s.n ? s.n : 1, sizeof(stask_t));
 	s.progress = calloc(s.n ? s.n : 1, sizeof(int64_t));
 	int rc = (!s.t || !s.progress) ? -ENOMEM : 0;
@@ -729,8 +856,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		ws[i] = cfg->tasks[i].workload;
 	if (!rc && cfg->mem != GMX_MEM_INMEM) {
 		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
-		if (!rc && cfg->mem == GMX_MEM_UM)
+		if (!rc && (cfg->mem == GMX_MEM_UM || cfg->mem >= GMX_MEM_MSCHED))
 			gmx_memspace_warm(&s.mem);
+		if (!rc && cfg->mem >= GMX_MEM_MSCHED)
+			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
+					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED), cfg->sched.slice_ns,
+					       cfg->templates, &s.ms);
 		if (!rc && cfg->mem == GMX_MEM_IDEAL)
 			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
 	}
@@ -776,6 +907,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			um_resume(&s, x);
 			break;
 		case EV_END:
+			if (s.spatial && x->engine == ENG_EXEC && spatial_stale(&s, x, e.a))
+				break;
 			cmd_end(&s, x);
 			break;
 		case EV_TIMER:
@@ -790,7 +923,7 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	rc = s.error;
 	if (!rc) {
 		collect(&s, res);
-		if (cfg->mem == GMX_MEM_UM && gmx_memspace_check(&s.mem, err, err_len))
+		if ((cfg->mem == GMX_MEM_UM || s.ms) && gmx_memspace_check(&s.mem, err, err_len))
 			rc = -EFAULT;
 		if (cfg->mem == GMX_MEM_IDEAL && gmx_ideal_check(s.ideal)) {
 			snprintf(err, err_len, "ideal: resident pages exceed capacity");

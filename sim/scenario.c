@@ -13,6 +13,8 @@
 
 #include "gpumux/gen.h"
 #include "gpumux/workload_io.h"
+#include "msched.h"
+#include "profile.h"
 #include "trace.h"
 
 #define SCENARIO_DURATION_S_DEFAULT 10.0
@@ -47,6 +49,7 @@ typedef struct parse_state {
 	task_spec_t *specs;
 	uint32_t n_specs, cap_specs;
 	double duration_s, slice_ms, capacity_gb;
+	double mem_slice_ms; /* msched* and ideal */
 	int64_t inflight;
 } parse_state_t;
 
@@ -128,6 +131,11 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 			return bad(st, "slice_ms '%s' is not a number of milliseconds in [0.001, 60000]%s", value, "");
 		return 1;
 	}
+	if (!strcmp(name, "mem_slice_ms")) {
+		if (parse_double(value, 0.01, 60000, &st->mem_slice_ms))
+			return bad(st, "mem_slice_ms '%s' is not a number of milliseconds in [0.01, 60000]%s", value, "");
+		return 1;
+	}
 	if (!strcmp(name, "inflight")) {
 		if (parse_u64(value, 1024, &u) || u == 0)
 			return bad(st, "inflight '%s' is not an integer in [1, 1024]%s", value, "");
@@ -153,7 +161,7 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 	if (!strcmp(name, "description"))
 		return 1;
 	return bad(st, "unknown key '%s' in [scenario] (expected name, description, device, sched, mem, slice_ms, "
-		       "inflight, duration_s, seed, capacity_gb)%s",
+		       "mem_slice_ms, inflight, duration_s, seed, capacity_gb)%s",
 		   name, "");
 }
 
@@ -490,7 +498,7 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 		return -errno;
 	}
 	parse_state_t st = {.sc = sc, .path = path, .err = err, .err_len = err_len, .duration_s = -1,
-			    .slice_ms = -1, .capacity_gb = -1, .inflight = -1};
+			    .slice_ms = -1, .mem_slice_ms = -1, .capacity_gb = -1, .inflight = -1};
 	sc->seed = SCENARIO_SEED_DEFAULT;
 	void *ctx[2] = {f, &st.line};
 	int rc = ini_parse_stream(reader, ctx, handler, &st);
@@ -505,6 +513,8 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 		gmx_sched_params_default(&sc->params);
 		if (st.slice_ms > 0)
 			sc->params.slice_ns = (int64_t)llround(st.slice_ms * 1e6);
+		sc->mem_slice_ns = st.mem_slice_ms > 0 ? (int64_t)llround(st.mem_slice_ms * 1e6)
+						       : GMX_MSCHED_SLICE_NS_DEFAULT;
 		if (st.inflight > 0)
 			sc->params.inflight_max = (uint32_t)st.inflight;
 		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
@@ -569,7 +579,8 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 	}
 	int mode = gmx_mem_mode_parse(mem);
 	if (mode < 0) {
-		snprintf(err, err_len, "unknown memory mode '%s' (expected inmem|um|ideal)", mem);
+		snprintf(err, err_len, "unknown memory mode '%s' (expected inmem|um|ideal|msched|msched-wholealloc|"
+			 "msched-serial|msched-fifo)", mem);
 		return -EINVAL;
 	}
 	char why[256];
@@ -587,9 +598,22 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.seed = sc->seed,
 		.tasks = sc->tasks,
 		.n_tasks = sc->n_tasks,
+		.templates = sc->templates,
 	};
+	/* The memory-scheduled modes rotate at their own, longer slice: each
+	 * rotation must amortise the migration it causes (docs/msched.md). */
+	if (mode == GMX_MEM_IDEAL || mode >= GMX_MEM_MSCHED) {
+		cfg.sched.slice_ns = sc->mem_slice_ns;
+		/* ... under the scheduler whose timeline the planner knows. */
+		if (!strcmp(ops->name, "timeslice"))
+			cfg.policy = gmx_sched_find("timeline");
+		if (gmx_sched_params_check(&cfg.sched, why, sizeof(why))) {
+			snprintf(err, err_len, "%s: mem_slice_ms: %s", sc->path, why);
+			return -EINVAL;
+		}
+	}
 	char msg[512];
-	int rc = gmx_sim_run(&cfg, res, msg, sizeof(msg));
+	int rc = gmx_sim_run_profiled(&cfg, sc->profile, res, msg, sizeof(msg));
 	if (rc)
 		snprintf(err, err_len, "%s: %s", sc->path, msg);
 	return rc;

@@ -15,10 +15,13 @@ typedef struct gmx_scenario {
 	const gmx_preset_t *device;
 	uint64_t capacity_bytes;
 	gmx_sched_params_t params;
+	int64_t mem_slice_ns;  /* slice of the memory-scheduled modes (msched*, ideal) */
+	const struct gmx_tpl_set *templates; /* msched working-set profile, NULL: learn (not owned) */
 	int64_t duration_ns;
 	uint64_t seed;
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
+	const char *profile;   /* kernel profile file for fikit, NULL: measure (not owned) */
 } gmx_scenario_t;
 
 /* Reads and builds a scenario (workloads included). 0, or a negative errno

@@ -1,0 +1,195 @@
+/* gpumux profile: record kernel profiles from a scenario and print them. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "profile.h"
+#include "scenario.h"
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: gpumux profile record SCENARIO.ini -o FILE [--duration S] [--seed N]\n"
+		     "       gpumux profile show FILE [--all]\n"
+		     "\n"
+		     "record  runs each task of the scenario alone on the simulated GPU while the fikit\n"
+		     "        policy measures every kernel ID's duration and the idle gap after it, and\n"
+		     "        writes the profiles (one per task, keyed by task name) to FILE.\n"
+		     "        `gpumux sim SCENARIO --sched fikit --profile FILE` then uses them.\n"
+		     "show    prints a profile file: per task, each kernel ID with its observations,\n"
+		     "        duration p50/p99 and gap p50/p99; --all also lists the per-context entries.\n"
+		     "\n"
+		     "A file that is not a valid profile is refused with FILE:LINE: and the reason.\n"
+		     "The format is in docs/fikit.md. See gpumux-profile(1).\n");
+}
+
+static int record(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", required_argument, 0, 'o'}, {"duration", required_argument, 0, 'd'},
+		{"seed", required_argument, 0, 'S'},   {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	const char *outp = NULL;
+	double duration = -1, seed = -1;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'o': outp = optarg; break;
+		case 'd':
+			duration = strtod(optarg, &end);
+			if (*end || !(duration > 0 && duration <= 86400)) {
+				fprintf(stderr, "gpumux profile record: --duration '%s': expected seconds in (0, 86400]\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'S':
+			seed = strtod(optarg, &end);
+			if (*end || !(seed >= 0 && seed <= 9007199254740992.0)) {
+				fprintf(stderr, "gpumux profile record: --seed '%s': expected a non-negative integer\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default:
+			fprintf(stderr, "gpumux profile record: unknown or incomplete option '%s' (try --help)\n",
+				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || !outp) {
+		fprintf(stderr, "gpumux profile record: expected one scenario and -o FILE (try --help)\n");
+		return 2;
+	}
+	gmx_scenario_t sc;
+	char err[1024];
+	if (gmx_scenario_load(argv[optind], &sc, err, sizeof(err))) {
+		fprintf(stderr, "gpumux profile record: %s\n", err);
+		return 1;
+	}
+	if (duration > 0)
+		sc.duration_ns = (int64_t)llround(duration * 1e9);
+	if (seed >= 0)
+		sc.seed = (uint64_t)seed;
+	gmx_sim_config_t cfg = {
+		.device = sc.device,
+		.capacity_bytes = sc.capacity_bytes,
+		.mem = GMX_MEM_INMEM,
+		.policy = gmx_sched_find("fikit"),
+		.sched = sc.params,
+		.duration_ns = sc.duration_ns,
+		.seed = sc.seed,
+		.tasks = sc.tasks,
+		.n_tasks = sc.n_tasks,
+	};
+	gmx_kprof_t *p = calloc(sc.n_tasks ? sc.n_tasks : 1, sizeof(*p));
+	int rc = p ? gmx_profile_measure(&cfg, p, err, sizeof(err)) : -ENOMEM;
+	if (!rc)
+		rc = gmx_profile_write(outp, p, sc.n_tasks, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "gpumux profile record: %s\n", rc == -ENOMEM && !p ? "out of memory" : err);
+	else
+		for (uint32_t i = 0; i < sc.n_tasks; i++)
+			printf("%s: %u entries from %" PRIu64 " units\n", p[i].task, p[i].n, p[i].units);
+	if (p && !rc)
+		gmx_profile_free(p, sc.n_tasks);
+	else
+		free(p);
+	gmx_scenario_free(&sc);
+	return rc ? 1 : 0;
+}
+
+static void us(char *buf, size_t len, int64_t ns)
+{
+	if (ns >= 10000000)
+		snprintf(buf, len, "%.1fms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.1fus", ns / 1e3);
+}
+
+static int show(int argc, char **argv)
+{
+	int all = 0;
+	const char *file = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--all"))
+			all = 1;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' || file) {
+			fprintf(stderr, "gpumux profile show: unexpected '%s' (try --help)\n", argv[i]);
+			return 2;
+		} else
+			file = argv[i];
+	}
+	if (!file) {
+		fprintf(stderr, "gpumux profile show: expected a profile file (try --help)\n");
+		return 2;
+	}
+	gmx_kprof_t *p;
+	uint32_t n;
+	char err[1024];
+	if (gmx_profile_read(file, &p, &n, err, sizeof(err))) {
+		fprintf(stderr, "gpumux profile show: %s\n", err);
+		return 1;
+	}
+	for (uint32_t t = 0; t < n; t++) {
+		uint32_t ctx = 0;
+		for (uint32_t i = 0; i < p[t].n; i++)
+			ctx += p[t].e[i].prev != 0;
+		printf("task %s: %u kernel IDs, %u per-context entries, measured over %" PRIu64 " units\n", p[t].task,
+		       p[t].n - ctx, ctx, p[t].units);
+		printf("  %-16s %-16s %8s %10s %10s %10s %10s  %s\n", "kernel", "after", "n", "dur p50", "dur p99",
+		       "gap p50", "gap p99", "name");
+		for (uint32_t i = 0; i < p[t].n; i++) {
+			const gmx_kprof_entry_t *e = &p[t].e[i];
+			if (e->prev && !all)
+				continue;
+			char d50[32], d99[32], g50[32], g99[32], prev[20];
+			us(d50, sizeof(d50), gmx_kdist_quantile(&e->dur, 0.5));
+			us(d99, sizeof(d99), gmx_kdist_quantile(&e->dur, 0.99));
+			us(g50, sizeof(g50), gmx_kdist_quantile(&e->gap, 0.5));
+			us(g99, sizeof(g99), gmx_kdist_quantile(&e->gap, 0.99));
+			if (e->prev)
+				snprintf(prev, sizeof(prev), "%016" PRIx64, e->prev);
+			else
+				snprintf(prev, sizeof(prev), "%s", "any");
+			const gmx_kprof_entry_t *b = e->prev ? gmx_kprof_find(&p[t], e->id, 0) : e;
+			const char *name = b && b->name ? b->name : "";
+			printf("  %016" PRIx64 " %-16s %8" PRIu64 " %10s %10s %10s %10s  %.60s\n", e->id, prev, e->n, d50,
+			       d99, g50, g99, name);
+		}
+		if (t + 1 < n)
+			printf("\n");
+	}
+	gmx_profile_free(p, n);
+	return 0;
+}
+
+int gmx_cmd_profile(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "record"))
+		return record(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "show"))
+		return show(argc - 1, argv + 1);
+	fprintf(stderr, "gpumux profile: unknown subcommand '%s' (expected record or show)\n", argv[1]);
+	return 2;
+}
