@@ -15,6 +15,10 @@ typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0, /* infinite device memory: the reference */
 	GMX_MEM_UM,        /* CUDA unified memory, demand paging */
 	GMX_MEM_IDEAL,     /* Belady over the future timeline, link time only */
+	GMX_MEM_MSCHED,    /* proactive memory scheduling (sim/msched.c) and its ablations: */
+	GMX_MEM_MSCHED_WHOLEALLOC, /* whole-allocation prediction */
+	GMX_MEM_MSCHED_SERIAL,     /* no evict/load overlap */
+	GMX_MEM_MSCHED_FIFO,       /* the driver's eviction order */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
 
@@ -62,6 +66,7 @@ typedef struct gmx_sim_config {
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
 	gmx_sim_timeline_t *timeline; /* when not NULL, every executed command is appended */
+	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 } gmx_sim_config_t;
 
 typedef struct gmx_task_result {
@@ -75,6 +80,18 @@ typedef struct gmx_task_result {
 	double active_s;       /* time the task was in the run */
 } gmx_task_result_t;
 
+/* What the msched modes report (zero elsewhere). */
+typedef struct gmx_sim_msched_stats {
+	int valid;
+	double false_negative_pct;   /* touched 4 KB pages not predicted, % of touched */
+	double false_positive_pct;   /* predicted pages not touched, % of predicted */
+	uint64_t launches[4];        /* kernel launches per unit by template kind: other, T1, T2, T3 */
+	uint64_t switches;           /* planned context switches */
+	uint64_t planned_in_bytes;   /* loaded at switches */
+	uint64_t topup_in_bytes;     /* loaded just before a kernel (beyond its slice's plan) */
+	uint64_t predicted_missing;  /* predicted pages absent when a kernel started (fallback) */
+} gmx_sim_msched_stats_t;
+
 typedef struct gmx_sim_result {
 	double sim_time_s;
 	gmx_task_result_t tasks[GMX_MAX_TASKS];
@@ -86,6 +103,7 @@ typedef struct gmx_sim_result {
 	uint64_t h2d_bytes, d2h_bytes;
 	uint64_t kernels;       /* commands executed */
 	uint64_t events;
+	gmx_sim_msched_stats_t msched;
 } gmx_sim_result_t;
 
 /* Runs the simulation. 0, or a negative errno with one line in err. */

@@ -1,0 +1,177 @@
+/* timeline: the timeslice scheduler the memory planner plans over. Tasks take
+ * turns in slices, best priority level first and round robin within it, in
+ * exactly the order gmx_timeline_order() predicts, so that the planner knows
+ * which task runs next and after it.
+ *
+ * Unlike `timeslice`, a task whose queue runs dry keeps its slice for a short
+ * grace period: between two units a closed-loop host needs a few
+ * microseconds to launch again, and giving the device away at that instant
+ * would turn every unit boundary into a context switch (and, with memory
+ * oversubscribed, into a migration of gigabytes). A kernel is never cut.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "gpumux/mplan.h"
+#include "gpumux/sched.h"
+
+/* Tunable: how long an idle active task keeps the device (default 1 ms; from
+ * 0, plain yielding, to its slice). Host gaps inside a unit are microseconds
+ * (launch think times of the generators and traces: 5-50 us). */
+#define TIMELINE_GRACE_NS 1000000LL
+
+struct gmx_policy {
+	gmx_device_t dev;
+	gmx_sched_params_t params;
+	uint32_t n_tasks;
+	int active;         /* task owning the device, -1 none */
+	int64_t slice_end;  /* when the active task's slice expires */
+	int64_t idle_since; /* when the active task ran dry, -1 busy */
+	struct {
+		gmx_cmd_queue_t queue;
+		uint32_t inflight;
+		int priority;
+		int present, done;
+	} task[GMX_MAX_TASKS];
+};
+
+static int tl_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
+{
+	gmx_policy_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dev = *dev;
+	s->params = *p;
+	s->active = -1;
+	s->idle_since = -1;
+	*out = s;
+	return 0;
+}
+
+static void tl_destroy(gmx_policy_t *s)
+{
+	free(s);
+}
+
+static int tl_task_add(gmx_policy_t *s, uint32_t task, int priority)
+{
+	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
+		return -EINVAL;
+	s->task[task].present = 1;
+	s->task[task].priority = priority;
+	if (task + 1 > s->n_tasks)
+		s->n_tasks = task + 1;
+	return 0;
+}
+
+static int has_work(const gmx_policy_t *s, uint32_t t)
+{
+	return s->task[t].present && s->task[t].queue.length > 0;
+}
+
+/* The next task with work, in timeline order after `from`; -1 when none. */
+static int next_task(const gmx_policy_t *s, int from)
+{
+	int prio[GMX_MAX_TASKS];
+	uint8_t run[GMX_MAX_TASKS];
+	uint32_t order[GMX_MAX_TASKS];
+	for (uint32_t t = 0; t < s->n_tasks; t++) {
+		prio[t] = s->task[t].priority;
+		run[t] = (uint8_t)has_work(s, t);
+	}
+	if (from < 0) { /* nobody yet: the best level's first task with work */
+		int best = -1;
+		for (uint32_t t = 0; t < s->n_tasks; t++)
+			if (run[t] && (best < 0 || prio[t] < prio[best]))
+				best = (int)t;
+		return best;
+	}
+	uint32_t n = gmx_timeline_order(prio, run, s->n_tasks, (uint32_t)from, order);
+	/* order[0] is `from` itself: it keeps the device only when nobody else
+	 * has work, or when it outranks the next in line. */
+	if (n > 1 && !(run[from] && prio[from] < prio[order[1]]))
+		return (int)order[1];
+	return run[from] ? from : -1;
+}
+
+static void dispatch(gmx_policy_t *s)
+{
+	int64_t now = s->dev.now(s->dev.ctx);
+	int a = s->active;
+	if (a >= 0 && has_work(s, (uint32_t)a))
+		s->idle_since = -1;
+	else if (a >= 0 && s->task[a].inflight == 0 && s->idle_since < 0)
+		s->idle_since = now;
+	int idle = a >= 0 && !has_work(s, (uint32_t)a);
+	int expired = a < 0 || now >= s->slice_end;
+	int grace_over = idle && (s->task[a].done || (s->idle_since >= 0 && now >= s->idle_since + TIMELINE_GRACE_NS));
+	if (expired || grace_over) {
+		if (a >= 0 && s->task[a].inflight > 0)
+			return; /* never cut a kernel: switch when it completes */
+		int n = next_task(s, a);
+		if (n >= 0 && (n != a || expired)) {
+			s->active = n;
+			s->idle_since = -1;
+			s->slice_end = now + s->params.slice_ns;
+			s->dev.set_timer(s->dev.ctx, s->slice_end);
+		}
+	} else if (idle && s->idle_since >= 0) {
+		/* Come back when the grace period ends, or the slice, whichever first. */
+		int64_t at = s->idle_since + TIMELINE_GRACE_NS;
+		s->dev.set_timer(s->dev.ctx, at < s->slice_end ? at : s->slice_end);
+	}
+	if (s->active < 0)
+		return;
+	uint32_t t = (uint32_t)s->active;
+	while (s->task[t].inflight < s->params.inflight_max && s->task[t].queue.length) {
+		gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[t].queue);
+		s->task[t].inflight++;
+		s->idle_since = -1;
+		s->dev.submit(s->dev.ctx, c);
+	}
+}
+
+static void tl_task_done(gmx_policy_t *s, uint32_t task)
+{
+	if (task < GMX_MAX_TASKS)
+		s->task[task].done = 1;
+	dispatch(s);
+}
+
+static void tl_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
+	dispatch(s);
+}
+
+static void tl_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	if (s->task[cmd->task].inflight)
+		s->task[cmd->task].inflight--;
+	dispatch(s);
+}
+
+static void tl_on_timer(gmx_policy_t *s)
+{
+	dispatch(s);
+}
+
+static void tl_on_host_wait(gmx_policy_t *s, uint32_t task)
+{
+	(void)task;
+	dispatch(s);
+}
+
+const gmx_policy_ops_t gmx_sched_timeline_ops = {
+	.name = "timeline",
+	.summary = "round robin by priority in the order the memory planner predicts; a slice is held "
+		   "through short host gaps",
+	.create = tl_create,
+	.destroy = tl_destroy,
+	.task_add = tl_task_add,
+	.task_done = tl_task_done,
+	.on_launch = tl_on_launch,
+	.on_complete = tl_on_complete,
+	.on_timer = tl_on_timer,
+	.on_host_wait = tl_on_host_wait,
+};

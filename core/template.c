@@ -1,0 +1,816 @@
+/* Working-set templates: learning from observed launches, prediction from
+ * arguments alone, and the profile text format. See gpumux/template.h. */
+#include "gpumux/template.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TPL_PAGE 4096ull
+/* Distinct feature values a fit is checked against; launches beyond it still
+ * vote on structure. Bounds learning time on kernels launched thousands of
+ * times with few distinct shapes. */
+#define TPL_FIT_MAX_OBS 4096u
+
+typedef unsigned __int128 u128;
+
+typedef struct obs_term {
+	uint64_t cand;   /* arguments whose value is the term's start address */
+	uint8_t strided;
+	uint64_t length; /* single: bytes; strided: count x chunk when contiguous */
+	uint64_t count, stride, chunk;
+} obs_term_t;
+
+typedef struct obs {
+	uint64_t val[GMX_TPL_MAX_ARGS];
+	uint32_t dims[6];
+	uint32_t first_term, n_terms;
+} obs_t;
+
+typedef struct kern {
+	char *name;
+	uint32_t n_args;
+	uint8_t size[GMX_TPL_MAX_ARGS];
+	uint64_t ptr_flags;
+	int broken; /* launches that no single template can describe */
+	obs_t *obs;
+	uint32_t n_obs, cap_obs;
+	obs_term_t *terms;
+	uint32_t n_terms, cap_terms;
+} kern_t;
+
+struct gmx_tpl_learner {
+	kern_t *k;
+	uint32_t n, cap;
+};
+
+int gmx_tpl_learner_create(gmx_tpl_learner_t **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void gmx_tpl_learner_destroy(gmx_tpl_learner_t *l)
+{
+	if (!l)
+		return;
+	for (uint32_t i = 0; i < l->n; i++) {
+		free(l->k[i].name);
+		free(l->k[i].obs);
+		free(l->k[i].terms);
+	}
+	free(l->k);
+	free(l);
+}
+
+static kern_t *kern_for(gmx_tpl_learner_t *l, const char *name)
+{
+	for (uint32_t i = l->n; i-- > 0;) /* launches of one kernel tend to come together */
+		if (!strcmp(l->k[i].name, name))
+			return &l->k[i];
+	if (l->n == l->cap) {
+		uint32_t ncap = l->cap ? 2 * l->cap : 16;
+		kern_t *p = realloc(l->k, ncap * sizeof(*p));
+		if (!p)
+			return NULL;
+		l->k = p;
+		l->cap = ncap;
+	}
+	kern_t *k = &l->k[l->n];
+	memset(k, 0, sizeof(*k));
+	k->name = strdup(name);
+	if (!k->name)
+		return NULL;
+	l->n++;
+	return k;
+}
+
+static uint64_t arg_match(const gmx_tpl_launch_t *x, uint64_t addr)
+{
+	uint64_t m = 0;
+	for (uint32_t j = 0; j < x->n_args; j++)
+		if (x->args[j].size == 8 && x->args[j].value == addr)
+			m |= 1ull << j;
+	return m;
+}
+
+static int push_term(kern_t *k, const obs_term_t *t)
+{
+	if (k->n_terms == k->cap_terms) {
+		uint32_t ncap = k->cap_terms ? 2 * k->cap_terms : 64;
+		obs_term_t *p = realloc(k->terms, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		k->terms = p;
+		k->cap_terms = ncap;
+	}
+	k->terms[k->n_terms++] = *t;
+	return 0;
+}
+
+int gmx_tpl_learn(gmx_tpl_learner_t *l, const gmx_tpl_launch_t *x)
+{
+	if (x->n_args > GMX_TPL_MAX_ARGS)
+		return -EINVAL;
+	kern_t *k = kern_for(l, x->name);
+	if (!k)
+		return -ENOMEM;
+	if (k->broken)
+		return 0;
+	uint64_t ptrs = 0;
+	for (uint32_t j = 0; j < x->n_args; j++)
+		if (x->args[j].is_pointer)
+			ptrs |= 1ull << j;
+	if (!k->n_obs) {
+		k->n_args = x->n_args;
+		for (uint32_t j = 0; j < x->n_args; j++)
+			k->size[j] = x->args[j].size;
+		k->ptr_flags = ptrs;
+	} else if (k->n_args != x->n_args || k->ptr_flags != ptrs) {
+		k->broken = 1; /* one name, two signatures: nothing to key a template on */
+		return 0;
+	}
+	if (k->n_obs == k->cap_obs) {
+		uint32_t ncap = k->cap_obs ? 2 * k->cap_obs : 16;
+		obs_t *p = realloc(k->obs, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		k->obs = p;
+		k->cap_obs = ncap;
+	}
+	obs_t *o = &k->obs[k->n_obs];
+	memset(o, 0, sizeof(*o));
+	for (uint32_t j = 0; j < x->n_args; j++)
+		o->val[j] = x->args[j].size == 4 ? (x->args[j].value & 0xffffffffull) : x->args[j].value;
+	memcpy(o->dims, x->grid, sizeof(x->grid));
+	memcpy(o->dims + 3, x->block, sizeof(x->block));
+	o->first_term = k->n_terms;
+	/* Group the ranges into terms: each starts at an argument; a run of equal
+	 * chunks at a constant stride whose starts are not arguments is one
+	 * strided term. */
+	for (uint32_t i = 0; i < x->n_ranges;) {
+		const gmx_tpl_range_t *r = &x->ranges[i];
+		obs_term_t t = {.cand = arg_match(x, r->addr), .length = r->length};
+		if (!t.cand || o->n_terms == GMX_TPL_MAX_TERMS) {
+			k->broken = 1; /* a range that starts at no argument: pointer chasing */
+			return 0;
+		}
+		uint32_t j = i + 1;
+		if (j < x->n_ranges && x->ranges[j].length == r->length && x->ranges[j].addr > r->addr &&
+		    !arg_match(x, x->ranges[j].addr)) {
+			uint64_t stride = x->ranges[j].addr - r->addr;
+			while (j < x->n_ranges && x->ranges[j].length == r->length &&
+			       x->ranges[j].addr == x->ranges[j - 1].addr + stride && !arg_match(x, x->ranges[j].addr))
+				j++;
+			t.strided = 1;
+			t.count = j - i;
+			t.stride = stride;
+			t.chunk = r->length;
+			t.length = 0;
+		}
+		if (push_term(k, &t))
+			return -ENOMEM;
+		o->n_terms++;
+		i = j;
+	}
+	k->n_obs++;
+	return 0;
+}
+
+/* ---- fitting ------------------------------------------------------------- */
+
+static uint32_t n_features(uint32_t n_args)
+{
+	return 3 * n_args + 6;
+}
+
+/* Value of feature f of an observation; 0 when it does not exist. */
+static uint64_t feature(const uint8_t *size, uint32_t n_args, const uint64_t *val, const uint32_t *dims, uint16_t f)
+{
+	if (f >= 3 * n_args)
+		return dims[f - 3 * n_args];
+	uint32_t a = f / 3, sub = f % 3;
+	if (sub == 0)
+		return val[a];
+	if (size[a] != 8)
+		return 0;
+	return sub == 1 ? (val[a] & 0xffffffffull) : (val[a] >> 32);
+}
+
+/* product of the formula's features; 0 when it overflows 64 bits */
+static uint64_t product(const gmx_tpl_formula_t *f, const uint8_t *size, uint32_t n_args, const uint64_t *val,
+			const uint32_t *dims)
+{
+	u128 p = 1;
+	for (uint32_t i = 0; i < f->n_factors; i++) {
+		p *= feature(size, n_args, val, dims, f->factor[i]);
+		if (p > UINT64_MAX)
+			return 0;
+	}
+	return (uint64_t)p;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+typedef struct fit_ctx {
+	const kern_t *k;
+	const uint32_t *obs; /* observation indices taking part */
+	const uint64_t *v;   /* the value to explain, per taking part */
+	uint32_t n;
+	uint16_t feat[3 * GMX_TPL_MAX_ARGS + 6];
+	uint32_t n_feat;
+} fit_ctx_t;
+
+static int fits(const fit_ctx_t *c, gmx_tpl_formula_t *f)
+{
+	const kern_t *k = c->k;
+	const obs_t *o0 = &k->obs[c->obs[0]];
+	uint64_t p0 = product(f, k->size, k->n_args, o0->val, o0->dims);
+	if (!p0)
+		return 0;
+	for (uint32_t i = 1; i < c->n; i++) {
+		const obs_t *o = &k->obs[c->obs[i]];
+		uint64_t p = product(f, k->size, k->n_args, o->val, o->dims);
+		if (!p || (u128)c->v[i] * p0 != (u128)c->v[0] * p)
+			return 0;
+	}
+	uint64_t g = gcd64(c->v[0], p0);
+	f->num = c->v[0] / g;
+	f->den = p0 / g;
+	return 1;
+}
+
+/* Finds value = c x (product of up to 3 features) over the taking-part
+ * observations, fewest factors first. 0 or -1 (no fit). */
+static int fit(const fit_ctx_t *c, gmx_tpl_formula_t *f)
+{
+	memset(f, 0, sizeof(*f));
+	uint32_t i;
+	for (i = 1; i < c->n && c->v[i] == c->v[0]; i++)
+		;
+	if (i == c->n) {
+		f->num = c->v[0];
+		f->den = 1;
+		return 0;
+	}
+	uint32_t F = c->n_feat;
+	for (uint32_t a = 0; a < F; a++) {
+		*f = (gmx_tpl_formula_t){.n_factors = 1, .factor = {c->feat[a]}};
+		if (fits(c, f))
+			return 0;
+	}
+	for (uint32_t a = 0; a < F; a++)
+		for (uint32_t b = a; b < F; b++) {
+			*f = (gmx_tpl_formula_t){.n_factors = 2, .factor = {c->feat[a], c->feat[b]}};
+			if (fits(c, f))
+				return 0;
+		}
+	for (uint32_t a = 0; a < F; a++)
+		for (uint32_t b = a; b < F; b++)
+			for (uint32_t d = b; d < F; d++) {
+				*f = (gmx_tpl_formula_t){.n_factors = 3,
+							 .factor = {c->feat[a], c->feat[b], c->feat[d]}};
+				if (fits(c, f))
+					return 0;
+			}
+	return -1;
+}
+
+static uint64_t eval(const gmx_tpl_formula_t *f, const uint8_t *size, uint32_t n_args, const uint64_t *val,
+		     const uint32_t *dims, int *bad)
+{
+	uint64_t p = product(f, size, n_args, val, dims);
+	if (!p && f->n_factors) {
+		*bad = 1;
+		return 0;
+	}
+	u128 v = ((u128)f->num * p + f->den - 1) / f->den; /* round up: never predict short */
+	if (v > UINT64_MAX) {
+		*bad = 1;
+		return 0;
+	}
+	return (uint64_t)v;
+}
+
+/* Fits one term across observations. 0 or -1. */
+static int fit_term(const kern_t *k, uint32_t ti, fit_ctx_t *c, uint32_t *idx, uint64_t *v, gmx_tpl_term_t *out)
+{
+	int strided = 0;
+	for (uint32_t i = 0; i < k->n_obs; i++)
+		strided |= k->terms[k->obs[i].first_term + ti].strided;
+	out->strided = (uint8_t)strided;
+	c->obs = idx;
+	c->v = v;
+	if (!strided) {
+		c->n = 0;
+		for (uint32_t i = 0; i < k->n_obs && c->n < TPL_FIT_MAX_OBS; i++) {
+			idx[c->n] = i;
+			v[c->n++] = k->terms[k->obs[i].first_term + ti].length;
+		}
+		return fit(c, &out->length);
+	}
+	/* Strided: fit count, stride, chunk on the strided launches, then check
+	 * the contiguous ones are the same pattern with stride == chunk. */
+	for (int what = 0; what < 3; what++) {
+		c->n = 0;
+		for (uint32_t i = 0; i < k->n_obs && c->n < TPL_FIT_MAX_OBS; i++) {
+			const obs_term_t *t = &k->terms[k->obs[i].first_term + ti];
+			if (!t->strided)
+				continue;
+			idx[c->n] = i;
+			v[c->n++] = what == 0 ? t->count : what == 1 ? t->stride : t->chunk;
+		}
+		if (fit(c, what == 0 ? &out->count : what == 1 ? &out->stride : &out->chunk))
+			return -1;
+	}
+	for (uint32_t i = 0; i < k->n_obs; i++) {
+		const obs_term_t *t = &k->terms[k->obs[i].first_term + ti];
+		if (t->strided)
+			continue;
+		const obs_t *o = &k->obs[i];
+		int bad = 0;
+		uint64_t n = eval(&out->count, k->size, k->n_args, o->val, o->dims, &bad);
+		uint64_t s = eval(&out->stride, k->size, k->n_args, o->val, o->dims, &bad);
+		uint64_t ch = eval(&out->chunk, k->size, k->n_args, o->val, o->dims, &bad);
+		if (bad || s != ch || (u128)n * ch != t->length)
+			return -1;
+	}
+	return 0;
+}
+
+static int fit_kernel(const kern_t *k, gmx_tpl_t *out, uint32_t *idx, uint64_t *v)
+{
+	if (k->broken || !k->n_obs)
+		return -1;
+	uint32_t nt = k->obs[0].n_terms;
+	for (uint32_t i = 1; i < k->n_obs; i++)
+		if (k->obs[i].n_terms != nt)
+			return -1;
+	memset(out, 0, sizeof(*out));
+	out->n_args = k->n_args;
+	memcpy(out->arg_size, k->size, sizeof(out->arg_size));
+	out->n_terms = nt;
+	uint64_t used = k->ptr_flags;
+	for (uint32_t t = 0; t < nt; t++) {
+		uint64_t cand = ~0ull;
+		for (uint32_t i = 0; i < k->n_obs; i++)
+			cand &= k->terms[k->obs[i].first_term + t].cand;
+		if (!cand)
+			return -1;
+		out->term[t].ptr_arg = (uint16_t)__builtin_ctzll(cand);
+		used |= 1ull << out->term[t].ptr_arg;
+	}
+	/* Integer features: not addresses, and not zero anywhere (a zero factor
+	 * cannot explain a non-empty range). */
+	fit_ctx_t c = {.k = k};
+	for (uint16_t f = 0; f < n_features(k->n_args); f++) {
+		if (f < 3 * k->n_args && ((used >> (f / 3)) & 1))
+			continue;
+		if (f < 3 * k->n_args && f % 3 && k->size[f / 3] != 8)
+			continue;
+		int ok = 1;
+		for (uint32_t i = 0; i < k->n_obs && ok; i++)
+			ok = feature(k->size, k->n_args, k->obs[i].val, k->obs[i].dims, f) != 0;
+		if (ok)
+			c.feat[c.n_feat++] = f;
+	}
+	out->kind = GMX_TPL_T1;
+	for (uint32_t t = 0; t < nt; t++) {
+		if (fit_term(k, t, &c, idx, v, &out->term[t]))
+			return -1;
+		if (out->term[t].strided)
+			out->kind = GMX_TPL_T3;
+		else if (out->term[t].length.n_factors && out->kind < GMX_TPL_T2)
+			out->kind = GMX_TPL_T2;
+	}
+	return 0;
+}
+
+static int cmp_tpl(const void *a, const void *b)
+{
+	return strcmp(((const gmx_tpl_t *)a)->name, ((const gmx_tpl_t *)b)->name);
+}
+
+static gmx_tpl_t *set_add(gmx_tpl_set_t *set)
+{
+	if (set->n == set->cap) {
+		uint32_t ncap = set->cap ? 2 * set->cap : 16;
+		gmx_tpl_t *p = realloc(set->t, ncap * sizeof(*p));
+		if (!p)
+			return NULL;
+		set->t = p;
+		set->cap = ncap;
+	}
+	return &set->t[set->n];
+}
+
+int gmx_tpl_learner_finish(gmx_tpl_learner_t *l, gmx_tpl_set_t *set)
+{
+	memset(set, 0, sizeof(*set));
+	uint32_t *idx = malloc(TPL_FIT_MAX_OBS * sizeof(uint32_t));
+	uint64_t *v = malloc(TPL_FIT_MAX_OBS * sizeof(uint64_t));
+	if (!idx || !v) {
+		free(idx);
+		free(v);
+		return -ENOMEM;
+	}
+	int rc = 0;
+	for (uint32_t i = 0; i < l->n && !rc; i++) {
+		gmx_tpl_t *t = set_add(set);
+		if (!t) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (fit_kernel(&l->k[i], t, idx, v))
+			continue;
+		t->name = strdup(l->k[i].name);
+		if (!t->name)
+			rc = -ENOMEM;
+		else
+			set->n++;
+	}
+	free(idx);
+	free(v);
+	if (rc) {
+		gmx_tpl_set_free(set);
+		return rc;
+	}
+	if (set->n)
+		qsort(set->t, set->n, sizeof(*set->t), cmp_tpl);
+	return 0;
+}
+
+void gmx_tpl_set_free(gmx_tpl_set_t *set)
+{
+	for (uint32_t i = 0; i < set->n; i++)
+		free(set->t[i].name);
+	free(set->t);
+	memset(set, 0, sizeof(*set));
+}
+
+const gmx_tpl_t *gmx_tpl_find(const gmx_tpl_set_t *set, const char *name)
+{
+	uint32_t lo = 0, hi = set->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(set->t[mid].name, name);
+		if (!c)
+			return &set->t[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ---- prediction ---------------------------------------------------------- */
+
+static void emit(gmx_tpl_range_t *out, uint32_t cap, uint32_t *n, uint64_t addr, uint64_t len)
+{
+	if (!len)
+		return;
+	uint64_t lo = addr & ~(TPL_PAGE - 1), hi = (addr + len + TPL_PAGE - 1) & ~(TPL_PAGE - 1);
+	/* Consecutive chunks sharing a page merge, so a narrow stride costs one range. */
+	if (*n && *n <= cap) {
+		gmx_tpl_range_t *last = &out[*n - 1];
+		if (lo >= last->addr && lo <= last->addr + last->length) {
+			if (hi > last->addr + last->length)
+				last->length = hi - last->addr;
+			return;
+		}
+	}
+	if (*n < cap)
+		out[*n] = (gmx_tpl_range_t){lo, hi - lo};
+	(*n)++;
+}
+
+int gmx_tpl_predict(const gmx_tpl_t *t, const gmx_arg_t *args, uint32_t n_args, const uint32_t grid[3],
+		    const uint32_t block[3], gmx_tpl_range_t *out, uint32_t cap, uint32_t *n)
+{
+	*n = 0;
+	if (n_args != t->n_args)
+		return -ENOENT;
+	uint64_t val[GMX_TPL_MAX_ARGS];
+	for (uint32_t j = 0; j < n_args; j++) {
+		if (args[j].size != t->arg_size[j])
+			return -ENOENT;
+		val[j] = args[j].size == 4 ? (args[j].value & 0xffffffffull) : args[j].value;
+	}
+	uint32_t dims[6] = {grid[0], grid[1], grid[2], block[0], block[1], block[2]};
+	int bad = 0;
+	for (uint32_t i = 0; i < t->n_terms; i++) {
+		const gmx_tpl_term_t *m = &t->term[i];
+		uint64_t start = val[m->ptr_arg];
+		if (!m->strided) {
+			emit(out, cap, n, start, eval(&m->length, t->arg_size, n_args, val, dims, &bad));
+			continue;
+		}
+		uint64_t cnt = eval(&m->count, t->arg_size, n_args, val, dims, &bad);
+		uint64_t s = eval(&m->stride, t->arg_size, n_args, val, dims, &bad);
+		uint64_t ch = eval(&m->chunk, t->arg_size, n_args, val, dims, &bad);
+		if (s <= ch) { /* contiguous or overlapping: one range */
+			emit(out, cap, n, start, cnt ? (cnt - 1) * s + ch : 0);
+			continue;
+		}
+		for (uint64_t k = 0; k < cnt && !bad; k++)
+			emit(out, cap, n, start + k * s, ch);
+	}
+	if (bad)
+		return -ENOENT;
+	return *n > cap ? -ENOSPC : 0;
+}
+
+/* ---- profile text ---------------------------------------------------------- */
+
+static const char *const dim_names[6] = {"gx", "gy", "gz", "bx", "by", "bz"};
+
+void gmx_tpl_feature_name(uint32_t n_args, uint16_t f, char *buf, size_t len)
+{
+	if (f >= 3 * n_args)
+		snprintf(buf, len, "%s", f - 3 * n_args < 6 ? dim_names[f - 3 * n_args] : "?");
+	else
+		snprintf(buf, len, "a%u%s", f / 3u, f % 3 == 1 ? ".lo" : f % 3 == 2 ? ".hi" : "");
+}
+
+typedef struct sbuf {
+	char *s;
+	size_t n, cap;
+	int oom;
+} sbuf_t;
+
+static void put(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(sbuf_t *b, const char *fmt, ...)
+{
+	if (b->oom)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+		va_end(ap);
+		if (k < 0) {
+			b->oom = 1;
+			return;
+		}
+		if ((size_t)k < b->cap - b->n) {
+			b->n += (size_t)k;
+			return;
+		}
+		size_t ncap = 2 * b->cap + (size_t)k + 64;
+		char *p = realloc(b->s, ncap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->s = p;
+		b->cap = ncap;
+	}
+}
+
+static void put_formula(sbuf_t *b, uint32_t n_args, const gmx_tpl_formula_t *f)
+{
+	put(b, "%llu/%llu", (unsigned long long)f->num, (unsigned long long)f->den);
+	for (uint32_t i = 0; i < f->n_factors; i++) {
+		char nm[16];
+		gmx_tpl_feature_name(n_args, f->factor[i], nm, sizeof(nm));
+		put(b, "*%s", nm);
+	}
+}
+
+int gmx_tpl_format(const gmx_tpl_set_t *set, char **text)
+{
+	static const char *const kinds[] = {"other", "T1", "T2", "T3"};
+	sbuf_t b = {.s = malloc(256), .cap = 256};
+	if (!b.s)
+		return -ENOMEM;
+	b.s[0] = 0;
+	put(&b, "gpumux-templates 1\n");
+	for (uint32_t i = 0; i < set->n; i++) {
+		const gmx_tpl_t *t = &set->t[i];
+		put(&b, "kernel %u ", t->n_args);
+		for (uint32_t j = 0; j < t->n_args; j++)
+			put(&b, "%s%u", j ? "," : "", t->arg_size[j]);
+		put(&b, "%s %s %s\n", t->n_args ? "" : "-", kinds[t->kind & 3], t->name);
+		for (uint32_t k = 0; k < t->n_terms; k++) {
+			const gmx_tpl_term_t *m = &t->term[k];
+			put(&b, "term a%u ", m->ptr_arg);
+			if (!m->strided) {
+				put(&b, "length=");
+				put_formula(&b, t->n_args, &m->length);
+			} else {
+				put(&b, "count=");
+				put_formula(&b, t->n_args, &m->count);
+				put(&b, " stride=");
+				put_formula(&b, t->n_args, &m->stride);
+				put(&b, " chunk=");
+				put_formula(&b, t->n_args, &m->chunk);
+			}
+			put(&b, "\n");
+		}
+		put(&b, "end\n");
+	}
+	if (b.oom) {
+		free(b.s);
+		return -ENOMEM;
+	}
+	*text = b.s;
+	return 0;
+}
+
+static int parse_feature(const char **p, uint32_t n_args, uint16_t *f)
+{
+	const char *s = *p;
+	for (int d = 0; d < 6; d++)
+		if (!strncmp(s, dim_names[d], 2)) {
+			*f = (uint16_t)(3 * n_args + (uint32_t)d);
+			*p = s + 2;
+			return 0;
+		}
+	if (*s != 'a')
+		return -1;
+	char *end;
+	unsigned long a = strtoul(s + 1, &end, 10);
+	if (end == s + 1 || a >= n_args)
+		return -1;
+	uint32_t sub = 0;
+	if (!strncmp(end, ".lo", 3))
+		sub = 1, end += 3;
+	else if (!strncmp(end, ".hi", 3))
+		sub = 2, end += 3;
+	*f = (uint16_t)(3 * a + sub);
+	*p = end;
+	return 0;
+}
+
+static int parse_formula(const char **p, uint32_t n_args, gmx_tpl_formula_t *f)
+{
+	char *end;
+	memset(f, 0, sizeof(*f));
+	f->num = strtoull(*p, &end, 10);
+	if (end == *p || *end != '/')
+		return -1;
+	const char *s = end + 1;
+	f->den = strtoull(s, &end, 10);
+	if (end == s || !f->den)
+		return -1;
+	s = end;
+	while (*s == '*') {
+		s++;
+		if (f->n_factors == GMX_TPL_MAX_FACTORS || parse_feature(&s, n_args, &f->factor[f->n_factors]))
+			return -1;
+		f->n_factors++;
+	}
+	*p = s;
+	return 0;
+}
+
+static int parse_fail(char *err, size_t len, unsigned line, const char *what)
+{
+	snprintf(err, len, "line %u: %s", line, what);
+	return -EINVAL;
+}
+
+int gmx_tpl_parse(const char *text, gmx_tpl_set_t *set, char *err, size_t err_len)
+{
+	memset(set, 0, sizeof(*set));
+	unsigned line = 0;
+	gmx_tpl_t *cur = NULL;
+	int rc = 0;
+	for (const char *s = text; *s && !rc;) {
+		const char *eol = strchr(s, '\n');
+		size_t len = eol ? (size_t)(eol - s) : strlen(s);
+		char buf[4096];
+		line++;
+		if (len >= sizeof(buf)) {
+			rc = parse_fail(err, err_len, line, "line longer than 4095 characters");
+			break;
+		}
+		memcpy(buf, s, len);
+		buf[len] = 0;
+		s = eol ? eol + 1 : s + len;
+		if (line == 1) {
+			if (strcmp(buf, "gpumux-templates 1"))
+				rc = parse_fail(err, err_len, line, "expected the header 'gpumux-templates 1'");
+			continue;
+		}
+		if (!buf[0] || buf[0] == '#')
+			continue;
+		if (!strncmp(buf, "kernel ", 7)) {
+			if (cur) {
+				rc = parse_fail(err, err_len, line, "expected 'end' before the next kernel");
+				break;
+			}
+			gmx_tpl_t *t = set_add(set);
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			memset(t, 0, sizeof(*t));
+			char *p = buf + 7, *end;
+			unsigned long na = strtoul(p, &end, 10);
+			if (end == p || *end != ' ' || na > GMX_TPL_MAX_ARGS) {
+				rc = parse_fail(err, err_len, line, "expected 'kernel N_ARGS SIZES KIND NAME' (N_ARGS <= 64)");
+				break;
+			}
+			t->n_args = (uint32_t)na;
+			p = end + 1;
+			if (!na) {
+				if (*p != '-') {
+					rc = parse_fail(err, err_len, line, "expected '-' for a kernel without arguments");
+					break;
+				}
+				p++;
+			}
+			for (uint32_t j = 0; j < na && !rc; j++) {
+				unsigned long sz = strtoul(p, &end, 10);
+				if ((sz != 4 && sz != 8) || (j + 1 < na ? *end != ',' : *end != ' '))
+					rc = parse_fail(err, err_len, line, "argument sizes are 4 or 8, comma-separated");
+				t->arg_size[j] = (uint8_t)sz;
+				p = end + (j + 1 < na);
+			}
+			if (rc)
+				break;
+			if (*p != ' ' || p[1] != 'T' || p[2] < '1' || p[2] > '3' || p[3] != ' ' || !p[4]) {
+				rc = parse_fail(err, err_len, line, "expected the kind T1, T2 or T3 and a name");
+				break;
+			}
+			t->kind = (uint8_t)(p[2] - '0');
+			t->name = strdup(p + 4);
+			if (!t->name) {
+				rc = -ENOMEM;
+				break;
+			}
+			set->n++;
+			cur = t;
+		} else if (!strncmp(buf, "term a", 6)) {
+			if (!cur || cur->n_terms == GMX_TPL_MAX_TERMS) {
+				rc = parse_fail(err, err_len, line, "a term outside a kernel, or more than 64 terms");
+				break;
+			}
+			gmx_tpl_term_t *m = &cur->term[cur->n_terms];
+			memset(m, 0, sizeof(*m));
+			char *end;
+			unsigned long a = strtoul(buf + 6, &end, 10);
+			if (end == buf + 6 || a >= cur->n_args || cur->arg_size[a] != 8 || *end != ' ') {
+				rc = parse_fail(err, err_len, line, "expected 'term aN' with N an 8-byte argument");
+				break;
+			}
+			m->ptr_arg = (uint16_t)a;
+			const char *p = end + 1;
+			if (!strncmp(p, "length=", 7)) {
+				p += 7;
+				if (parse_formula(&p, cur->n_args, &m->length) || *p)
+					rc = parse_fail(err, err_len, line, "expected length=NUM/DEN[*FEATURE...]");
+			} else if (!strncmp(p, "count=", 6)) {
+				m->strided = 1;
+				p += 6;
+				if (parse_formula(&p, cur->n_args, &m->count) || strncmp(p, " stride=", 8))
+					rc = parse_fail(err, err_len, line, "expected count=F stride=F chunk=F");
+				p += 8;
+				if (!rc && (parse_formula(&p, cur->n_args, &m->stride) || strncmp(p, " chunk=", 7)))
+					rc = parse_fail(err, err_len, line, "expected count=F stride=F chunk=F");
+				p += 7;
+				if (!rc && (parse_formula(&p, cur->n_args, &m->chunk) || *p))
+					rc = parse_fail(err, err_len, line, "expected count=F stride=F chunk=F");
+			} else {
+				rc = parse_fail(err, err_len, line, "expected length= or count= after the argument");
+			}
+			cur->n_terms++;
+		} else if (!strcmp(buf, "end")) {
+			if (!cur)
+				rc = parse_fail(err, err_len, line, "'end' outside a kernel");
+			cur = NULL;
+		} else {
+			rc = parse_fail(err, err_len, line, "expected 'kernel', 'term', 'end', '#' or a blank line");
+		}
+	}
+	if (!rc && line == 0)
+		rc = parse_fail(err, err_len, 1, "empty profile: expected the header 'gpumux-templates 1'");
+	if (!rc && cur)
+		rc = parse_fail(err, err_len, line, "the last kernel has no 'end'");
+	if (rc) {
+		gmx_tpl_set_free(set);
+		return rc;
+	}
+	if (set->n)
+		qsort(set->t, set->n, sizeof(*set->t), cmp_tpl);
+	for (uint32_t i = 1; i < set->n; i++)
+		if (!strcmp(set->t[i].name, set->t[i - 1].name)) {
+			snprintf(err, err_len, "kernel '%s' appears twice", set->t[i].name);
+			gmx_tpl_set_free(set);
+			return -EINVAL;
+		}
+	return 0;
+}

@@ -1,0 +1,669 @@
+/* Proactive memory scheduling on the simulated device. See msched.h and
+ * docs/msched.md.
+ *
+ * Residency is the memspace's (4 KB pages in 2 MB chunks, capacity in whole
+ * chunks, eviction from the head of its list), as the driver keeps it: the
+ * planner does what MSched's madvise calls do, reordering that list by the
+ * timeline so that the driver's own eviction takes the right victims. */
+#include "msched.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumux/mplan.h"
+
+/* Tunables, with their sources. */
+/* Ordering the eviction list costs one madvise round per task: 10-50 us each,
+ * under 1 ms for tens of tasks (MSched paper, Fig. 11; brief/msched.md). */
+#define MSCHED_MADVISE_NS_PER_TASK 20000LL
+/* Stamps of msched's own migrations: the high bit keeps them apart from the
+ * fault batches' stamps, so a batch never spares a migration's chunk. */
+#define MSCHED_STAMP_BIT (1ull << 63)
+
+typedef struct ptask {
+	const gmx_workload_t *w;
+	uint32_t *op_first, *op_n; /* per op: slice of the predicted ranges */
+	uint64_t *rp;              /* predicted range: first global page */
+	uint32_t *rn;              /* and its page count */
+	uint32_t n_r, cap_r;
+	int64_t *op_ns;            /* per op: solo time plus the launch gap, for the slice walk */
+	uint32_t next_op;          /* the op the task runs next */
+	uint8_t runnable;
+	int priority;
+} ptask_t;
+
+struct gmx_msched {
+	gmx_memspace_t *m;
+	const gmx_preset_t *dev;
+	gmx_msched_variant_t variant;
+	int64_t slice_ns;
+	uint32_t n;
+	ptask_t t[GMX_MAX_TASKS];
+	gmx_mplan_t *plan;
+	int64_t *ready;        /* per chunk: when its last load completes */
+	uint64_t (*mask)[8];   /* per chunk: pages the next slice needs */
+	uint32_t *seen;        /* per chunk: generation of the last slice that listed it */
+	uint32_t gen;
+	uint32_t *need, n_need, cap_need;
+	uint32_t first[GMX_MAX_TASKS + 1];
+	uint32_t *resident, *evict, *load;
+	uint8_t *is_res;
+	int cur;
+	uint64_t stamp;
+	int64_t h2d_free, d2h_free;
+	gmx_sim_msched_stats_t st;
+};
+
+/* ---- prediction ------------------------------------------------------------ */
+
+static int push_range(ptask_t *p, uint64_t page, uint32_t n)
+{
+	if (!n)
+		return 0;
+	if (p->n_r && p->rp[p->n_r - 1] + p->rn[p->n_r - 1] == page) {
+		p->rn[p->n_r - 1] += n; /* adjacent: one range */
+		return 0;
+	}
+	if (p->n_r == p->cap_r) {
+		uint32_t ncap = p->cap_r ? 2 * p->cap_r : 1024;
+		uint64_t *a = realloc(p->rp, ncap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		p->rp = a;
+		uint32_t *b = realloc(p->rn, ncap * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		p->rn = b;
+		p->cap_r = ncap;
+	}
+	p->rp[p->n_r] = page;
+	p->rn[p->n_r++] = n;
+	return 0;
+}
+
+/* A launch as the profiler records it. ranges must hold op->region_count. */
+static void launch_of(const gmx_workload_t *w, const gmx_op_t *op, gmx_tpl_range_t *ranges, gmx_tpl_launch_t *x)
+{
+	for (uint32_t r = 0; r < op->region_count; r++) {
+		const gmx_region_t *g = &w->regions[op->region_first + r];
+		ranges[r] = (gmx_tpl_range_t){w->buffers[g->buffer].addr + g->offset, g->length};
+	}
+	*x = (gmx_tpl_launch_t){.name = w->names[op->name], .args = &w->args[op->arg_first], .n_args = op->arg_count,
+				.ranges = ranges, .n_ranges = op->region_count};
+	memcpy(x->grid, op->grid, sizeof(op->grid));
+	memcpy(x->block, op->block, sizeof(op->block));
+}
+
+int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
+{
+	gmx_tpl_learner_t *l;
+	int rc = gmx_tpl_learner_create(&l);
+	if (rc)
+		return rc;
+	gmx_tpl_range_t *ranges = NULL;
+	uint32_t cap = 0;
+	for (uint32_t i = 0; i < w->n_ops && !rc; i++) {
+		const gmx_op_t *op = &w->ops[i];
+		if (op->kind != GMX_OP_KERNEL || !op->region_count)
+			continue;
+		if (op->region_count > cap) {
+			gmx_tpl_range_t *p = realloc(ranges, op->region_count * sizeof(*p));
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			ranges = p;
+			cap = op->region_count;
+		}
+		gmx_tpl_launch_t x;
+		launch_of(w, op, ranges, &x);
+		rc = gmx_tpl_learn(l, &x);
+		if (rc == -EINVAL)
+			rc = 0; /* more arguments than a template holds: that kernel stays uncovered */
+	}
+	free(ranges);
+	if (!rc)
+		rc = gmx_tpl_learner_finish(l, set);
+	gmx_tpl_learner_destroy(l);
+	return rc;
+}
+
+/* Calls emit(ctx, buffer, offset, length) for each predicted range of op,
+ * page-aligned, clipped to buffers. Returns the template kind, or -ENOMEM. */
+typedef int (*emit_fn)(void *ctx, uint32_t buf, uint64_t off, uint64_t len);
+
+static int predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const gmx_op_t *op, int wholealloc,
+		      emit_fn emit, void *ctx)
+{
+	if (op->kind == GMX_OP_MEMSET || op->kind == GMX_OP_COPY_H2D || op->kind == GMX_OP_COPY_D2H) {
+		/* Copies and memsets: the extent is in the API call itself. */
+		if (op->buffer >= w->n_buffers)
+			return GMX_TPL_OTHER;
+		uint64_t len = op->bytes < w->buffers[op->buffer].size ? op->bytes : w->buffers[op->buffer].size;
+		int rc = emit(ctx, op->buffer, 0, wholealloc ? w->buffers[op->buffer].size : len);
+		return rc ? rc : GMX_TPL_T2;
+	}
+	const gmx_tpl_t *t = op->kind == GMX_OP_KERNEL ? gmx_tpl_find(set, w->names[op->name]) : NULL;
+	if (!t)
+		return GMX_TPL_OTHER;
+	gmx_tpl_range_t small[64], *out = small;
+	uint32_t n;
+	int rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, 64, &n);
+	if (rc == -ENOSPC) {
+		out = malloc(n * sizeof(*out));
+		if (!out)
+			return -ENOMEM;
+		rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, n, &n);
+	}
+	if (rc) {
+		if (out != small)
+			free(out);
+		return GMX_TPL_OTHER;
+	}
+	int64_t last_buf = -1;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		uint64_t a = out[i].addr, end = out[i].addr + out[i].length;
+		while (a < end && !rc) {
+			int64_t b = gmx_workload_find_buffer(w, a);
+			if (b < 0) {
+				/* Past a buffer's end (page rounding): skip to the next buffer. */
+				uint64_t nxt = UINT64_MAX;
+				for (uint32_t k = 0; k < w->n_buffers; k++)
+					if (w->buffers[k].addr > a && w->buffers[k].addr < nxt)
+						nxt = w->buffers[k].addr;
+				a = nxt;
+				continue;
+			}
+			const gmx_buffer_t *B = &w->buffers[b];
+			uint64_t off = a - B->addr, stop = end < B->addr + B->size ? end - B->addr : B->size;
+			if (wholealloc) {
+				if (b != last_buf)
+					rc = emit(ctx, (uint32_t)b, 0, B->size);
+				last_buf = b;
+			} else {
+				rc = emit(ctx, (uint32_t)b, off, stop - off);
+			}
+			a = B->addr + stop;
+		}
+	}
+	if (out != small)
+		free(out);
+	return rc ? rc : t->kind;
+}
+
+typedef struct emit_ctx {
+	ptask_t *p;
+	const gmx_memspace_t *m;
+	uint32_t task;
+} emit_ctx_t;
+
+static int emit_pages(void *vctx, uint32_t buf, uint64_t off, uint64_t len)
+{
+	emit_ctx_t *c = vctx;
+	uint64_t first = gmx_memspace_page(c->m, c->task, buf, off);
+	uint64_t last = gmx_memspace_page(c->m, c->task, buf, off + len - 1);
+	return push_range(c->p, first, (uint32_t)(last - first + 1));
+}
+
+/* ---- accuracy ---------------------------------------------------------------- */
+
+typedef struct ivl {
+	uint64_t lo, hi; /* pages [lo, hi) in a buffer-local space: buffer << 40 | page */
+} ivl_t;
+
+typedef struct ivl_list {
+	ivl_t *v;
+	uint32_t n, cap;
+} ivl_list_t;
+
+static int ivl_push(ivl_list_t *l, uint64_t lo, uint64_t hi)
+{
+	if (l->n == l->cap) {
+		uint32_t ncap = l->cap ? 2 * l->cap : 256;
+		ivl_t *p = realloc(l->v, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = ncap;
+	}
+	l->v[l->n++] = (ivl_t){lo, hi};
+	return 0;
+}
+
+static int emit_ivl(void *vctx, uint32_t buf, uint64_t off, uint64_t len)
+{
+	uint64_t base = (uint64_t)buf << 40;
+	return ivl_push(vctx, base + (off >> 12), base + ((off + len + 4095) >> 12));
+}
+
+static int cmp_ivl(const void *a, const void *b)
+{
+	const ivl_t *x = a, *y = b;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sorts and merges in place; returns total pages. */
+static uint64_t ivl_norm(ivl_list_t *l)
+{
+	if (!l->n)
+		return 0;
+	qsort(l->v, l->n, sizeof(ivl_t), cmp_ivl);
+	uint32_t k = 0;
+	for (uint32_t i = 1; i < l->n; i++) {
+		if (l->v[i].lo <= l->v[k].hi) {
+			if (l->v[i].hi > l->v[k].hi)
+				l->v[k].hi = l->v[i].hi;
+		} else {
+			l->v[++k] = l->v[i];
+		}
+	}
+	l->n = k + 1;
+	uint64_t s = 0;
+	for (uint32_t i = 0; i < l->n; i++)
+		s += l->v[i].hi - l->v[i].lo;
+	return s;
+}
+
+static uint64_t ivl_common(const ivl_list_t *a, const ivl_list_t *b)
+{
+	uint64_t s = 0;
+	uint32_t i = 0, j = 0;
+	while (i < a->n && j < b->n) {
+		uint64_t lo = a->v[i].lo > b->v[j].lo ? a->v[i].lo : b->v[j].lo;
+		uint64_t hi = a->v[i].hi < b->v[j].hi ? a->v[i].hi : b->v[j].hi;
+		if (hi > lo)
+			s += hi - lo;
+		if (a->v[i].hi < b->v[j].hi)
+			i++;
+		else
+			j++;
+	}
+	return s;
+}
+
+/* Adds one workload's per-unit accuracy under set to the counters. */
+static int accuracy_add(const gmx_tpl_set_t *set, const gmx_workload_t *w, int wholealloc, uint64_t *touched,
+			uint64_t *predicted, uint64_t *hit, uint64_t *launches)
+{
+	ivl_list_t tr = {0}, pr = {0};
+	int rc = 0;
+	for (uint32_t i = 0; i < w->n_ops && !rc; i++) {
+		const gmx_op_t *op = &w->ops[i];
+		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
+			continue;
+		tr.n = pr.n = 0;
+		for (uint32_t r = 0; r < op->region_count && !rc; r++) {
+			const gmx_region_t *g = &w->regions[op->region_first + r];
+			rc = emit_ivl(&tr, g->buffer, g->offset, g->length);
+		}
+		int kind = predict_op(set, w, op, wholealloc, emit_ivl, &pr);
+		if (kind < 0 || rc) {
+			rc = rc ? rc : kind;
+			break;
+		}
+		if (op->kind == GMX_OP_KERNEL)
+			launches[kind]++;
+		*touched += ivl_norm(&tr);
+		*predicted += ivl_norm(&pr);
+		*hit += ivl_common(&tr, &pr);
+	}
+	free(tr.v);
+	free(pr.v);
+	return rc;
+}
+
+static void accuracy_pct(uint64_t touched, uint64_t predicted, uint64_t hit, gmx_sim_msched_stats_t *out)
+{
+	out->false_negative_pct = touched ? 100.0 * (double)(touched - hit) / (double)touched : 0;
+	out->false_positive_pct = predicted ? 100.0 * (double)(predicted - hit) / (double)predicted : 0;
+}
+
+int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply, int wholealloc,
+			gmx_sim_msched_stats_t *out)
+{
+	memset(out, 0, sizeof(*out));
+	gmx_tpl_set_t set;
+	int rc = gmx_msched_learn(learn, &set);
+	if (rc)
+		return rc;
+	uint64_t touched = 0, predicted = 0, hit = 0;
+	rc = accuracy_add(&set, apply, wholealloc, &touched, &predicted, &hit, out->launches);
+	gmx_tpl_set_free(&set);
+	accuracy_pct(touched, predicted, hit, out);
+	out->valid = !rc;
+	return rc;
+}
+
+/* ---- set-up -------------------------------------------------------------------- */
+
+static int build_task(gmx_msched_t *ms, uint32_t i, const gmx_sim_task_t *task, const gmx_tpl_set_t *profile,
+		      uint64_t *touched, uint64_t *predicted, uint64_t *hit)
+{
+	ptask_t *p = &ms->t[i];
+	const gmx_workload_t *w = task->workload;
+	p->w = w;
+	p->runnable = 1;
+	p->priority = task->priority;
+	p->op_first = calloc(w->n_ops + 1, sizeof(uint32_t));
+	p->op_n = calloc(w->n_ops + 1, sizeof(uint32_t));
+	p->op_ns = calloc(w->n_ops + 1, sizeof(int64_t));
+	if (!p->op_first || !p->op_n || !p->op_ns)
+		return -ENOMEM;
+	gmx_tpl_set_t own = {0};
+	const gmx_tpl_set_t *set = profile;
+	int rc = 0;
+	if (!set) {
+		rc = gmx_msched_learn(w, &own);
+		set = &own;
+	}
+	emit_ctx_t ec = {p, ms->m, i};
+	for (uint32_t k = 0; k < w->n_ops && !rc; k++) {
+		const gmx_op_t *op = &w->ops[k];
+		p->op_first[k] = p->n_r;
+		if (op->kind == GMX_OP_KERNEL || op->kind == GMX_OP_MEMSET)
+			p->op_ns[k] = (int64_t)op->duration_ns + ms->dev->kernel_gap_ns;
+		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
+			continue;
+		int kind = predict_op(set, w, op, ms->variant == GMX_MSCHED_WHOLEALLOC, emit_pages, &ec);
+		if (kind < 0)
+			rc = kind;
+		p->op_n[k] = p->n_r - p->op_first[k];
+	}
+	if (!rc)
+		rc = accuracy_add(set, w, ms->variant == GMX_MSCHED_WHOLEALLOC, touched, predicted, hit,
+				  ms->st.launches);
+	gmx_tpl_set_free(&own);
+	return rc;
+}
+
+int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_task_t *tasks, uint32_t n,
+		      gmx_msched_variant_t variant, int64_t slice_ns, const gmx_tpl_set_t *profile,
+		      gmx_msched_t **out)
+{
+	gmx_msched_t *ms = calloc(1, sizeof(*ms));
+	if (!ms)
+		return -ENOMEM;
+	ms->m = m;
+	ms->dev = dev;
+	ms->variant = variant;
+	ms->slice_ns = slice_ns;
+	ms->n = n;
+	ms->cur = -1;
+	uint32_t nc = m->n_chunks + 1;
+	ms->ready = calloc(nc, sizeof(int64_t));
+	ms->mask = calloc(nc, sizeof(*ms->mask));
+	ms->seen = calloc(nc, sizeof(uint32_t));
+	ms->resident = calloc(nc, sizeof(uint32_t));
+	ms->evict = calloc(nc, sizeof(uint32_t));
+	ms->load = calloc(nc, sizeof(uint32_t));
+	ms->is_res = calloc(nc, 1);
+	int rc = (!ms->ready || !ms->mask || !ms->seen || !ms->resident || !ms->evict || !ms->load || !ms->is_res)
+			 ? -ENOMEM
+			 : gmx_mplan_create(m->n_chunks, &ms->plan);
+	uint64_t touched = 0, predicted = 0, hit = 0;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = build_task(ms, i, &tasks[i], profile, &touched, &predicted, &hit);
+	if (rc) {
+		gmx_msched_destroy(ms);
+		return rc;
+	}
+	accuracy_pct(touched, predicted, hit, &ms->st);
+	ms->st.valid = 1;
+	*out = ms;
+	return 0;
+}
+
+void gmx_msched_destroy(gmx_msched_t *ms)
+{
+	if (!ms)
+		return;
+	for (uint32_t i = 0; i < ms->n; i++) {
+		free(ms->t[i].op_first);
+		free(ms->t[i].op_n);
+		free(ms->t[i].op_ns);
+		free(ms->t[i].rp);
+		free(ms->t[i].rn);
+	}
+	gmx_mplan_destroy(ms->plan);
+	free(ms->ready);
+	free(ms->mask);
+	free(ms->seen);
+	free(ms->resident);
+	free(ms->evict);
+	free(ms->load);
+	free(ms->is_res);
+	free(ms->need);
+	free(ms);
+}
+
+void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task)
+{
+	if (task < ms->n)
+		ms->t[task].runnable = 0;
+}
+
+void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out)
+{
+	*out = ms->st;
+}
+
+/* ---- the switch ---------------------------------------------------------------- */
+
+static int need_push(gmx_msched_t *ms, uint32_t c)
+{
+	if (ms->n_need == ms->cap_need) {
+		uint32_t ncap = ms->cap_need ? 2 * ms->cap_need : 4096;
+		uint32_t *p = realloc(ms->need, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		ms->need = p;
+		ms->cap_need = ncap;
+	}
+	ms->need[ms->n_need++] = c;
+	return 0;
+}
+
+static void set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi)
+{
+	for (uint32_t b = lo; b < hi;) {
+		uint32_t w = b >> 6, s = b & 63, e = (hi - (w << 6)) < 64 ? hi - (w << 6) : 64;
+		uint64_t bits = (e - s == 64) ? ~0ull : (((1ull << (e - s)) - 1) << s);
+		mask[w] |= bits;
+		b = (w << 6) + e;
+	}
+}
+
+/* Appends the chunks task t's coming slice needs, from its next op, in access
+ * order; for the first slice (want_mask) also the pages per chunk. */
+static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
+{
+	ptask_t *p = &ms->t[t];
+	const gmx_workload_t *w = p->w;
+	if (++ms->gen == 0) {
+		memset(ms->seen, 0, ((size_t)ms->m->n_chunks + 1) * sizeof(uint32_t));
+		ms->gen = 1;
+	}
+	int64_t acc = 0;
+	for (uint32_t s = 0; s < w->n_ops && acc < ms->slice_ns; s++) {
+		uint32_t k = (p->next_op + s) % w->n_ops;
+		acc += p->op_ns[k];
+		for (uint32_t r = p->op_first[k]; r < p->op_first[k] + p->op_n[k]; r++) {
+			uint64_t pg = p->rp[r], end = pg + p->rn[r];
+			while (pg < end) {
+				uint32_t c = (uint32_t)(pg >> 9);
+				uint64_t cend = ((uint64_t)c + 1) << 9;
+				uint64_t stop = end < cend ? end : cend;
+				if (ms->seen[c] != ms->gen) {
+					ms->seen[c] = ms->gen;
+					if (need_push(ms, c))
+						return -ENOMEM;
+					if (want_mask)
+						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
+				}
+				if (want_mask)
+					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+				pg = stop;
+			}
+		}
+	}
+	return 0;
+}
+
+static int has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
+{
+	for (int i = 0; i < 8; i++)
+		if (mask[i] & ~k->bits[i])
+			return 0;
+	return 1;
+}
+
+/* Rewrites the memspace's population-order list: evict[0] at the head. */
+static void relink(gmx_memspace_t *m, const uint32_t *order, uint32_t n)
+{
+	m->head = m->tail = GMX_NO_CHUNK;
+	for (uint32_t i = 0; i < n; i++) {
+		gmx_chunk_t *k = &m->chunks[order[i]];
+		k->prev = m->tail;
+		k->next = GMX_NO_CHUNK;
+		if (m->tail != GMX_NO_CHUNK)
+			m->chunks[m->tail].next = order[i];
+		else
+			m->head = order[i];
+		m->tail = order[i];
+	}
+}
+
+/* Moves one chunk's pages in (after evicting as needed) on the copy engines
+ * from `at`; records when they have arrived. */
+static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8], int64_t at, uint64_t *in_total)
+{
+	uint64_t in = 0, out = 0;
+	int64_t rc = gmx_memspace_populate(ms->m, c, mask, ms->stamp, at, &in, &out);
+	if (rc < 0)
+		return rc;
+	const gmx_preset_t *d = ms->dev;
+	int64_t done;
+	if (ms->variant == GMX_MSCHED_SERIAL) {
+		/* The stock path: unmap and copy out, then copy in and map, one at a time. */
+		int64_t b = at > ms->h2d_free ? at : ms->h2d_free;
+		done = b + (int64_t)((double)(in + out) / d->link_serial_gbps);
+		ms->h2d_free = ms->d2h_free = done;
+	} else {
+		/* Pipelined: evictions on one copy engine, loads on the other; a load
+		 * waits for the eviction that makes its room. */
+		int64_t ev = at > ms->d2h_free ? at : ms->d2h_free;
+		if (out)
+			ms->d2h_free = ev + (int64_t)((double)out / d->link_out_gbps);
+		int64_t b = at > ms->h2d_free ? at : ms->h2d_free;
+		if (out && ms->d2h_free > b)
+			b = ms->d2h_free;
+		done = b + (int64_t)((double)in / d->link_in_gbps);
+		if (in)
+			ms->h2d_free = done;
+	}
+	if (in && done > ms->ready[c])
+		ms->ready[c] = done;
+	*in_total += in;
+	return 0;
+}
+
+static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
+{
+	gmx_memspace_t *m = ms->m;
+	uint32_t order[GMX_MAX_TASKS];
+	int prio[GMX_MAX_TASKS];
+	uint8_t run[GMX_MAX_TASKS];
+	for (uint32_t i = 0; i < ms->n; i++) {
+		prio[i] = ms->t[i].priority;
+		run[i] = ms->t[i].runnable;
+	}
+	uint32_t ns = gmx_timeline_order(prio, run, ms->n, task, order);
+	ms->n_need = 0;
+	for (uint32_t s = 0; s < ns; s++) {
+		ms->first[s] = ms->n_need;
+		if (slice_needs(ms, order[s], s == 0))
+			return -ENOMEM;
+	}
+	ms->first[ns] = ms->n_need;
+	uint32_t nr = 0;
+	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
+		ms->resident[nr++] = c;
+	for (uint32_t i = ms->first[0]; i < ms->first[1]; i++) {
+		uint32_t c = ms->need[i];
+		ms->is_res[c] = (uint8_t)has_pages(&m->chunks[c], ms->mask[c]);
+	}
+	gmx_mplan_timeline_t tl = {ns, ms->first, ms->need};
+	uint32_t n_load, n_keep;
+	int rc = gmx_mplan_switch(ms->plan, &tl, ms->resident, nr, ms->is_res, ms->evict, ms->load, &n_load, &n_keep);
+	if (rc)
+		return rc;
+	if (ms->variant != GMX_MSCHED_FIFO)
+		relink(m, ms->evict, nr);
+	int64_t at = now + MSCHED_MADVISE_NS_PER_TASK * (int64_t)ns;
+	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
+	/* Load in access order while room can be made without evicting what the
+	 * next slice itself needs; the rest is loaded just before its kernel. */
+	uint64_t budget = m->capacity_chunks > n_keep ? m->capacity_chunks - n_keep : 0, fresh = 0;
+	for (uint32_t i = 0; i < n_load; i++) {
+		uint32_t c = ms->load[i];
+		if (!m->chunks[c].resident && fresh++ >= budget)
+			break;
+		if (migrate_chunk(ms, c, ms->mask[c], at, &ms->st.planned_in_bytes))
+			break;
+	}
+	ms->st.switches++;
+	return 0;
+}
+
+int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready)
+{
+	ptask_t *p = &ms->t[task];
+	const gmx_workload_t *w = p->w;
+	p->next_op = op;
+	if (ms->cur != (int)task) {
+		int rc = plan_switch(ms, task, now);
+		if (rc)
+			return rc;
+		ms->cur = (int)task;
+	}
+	p->next_op = (op + 1) % w->n_ops;
+	/* The op's own predicted pages must be in before it starts: load what the
+	 * slice plan did not cover (or what was evicted since). */
+	gmx_memspace_t *m = ms->m;
+	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
+	int64_t start = now;
+	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
+		uint64_t pg = p->rp[r], end = pg + p->rn[r];
+		while (pg < end) {
+			uint32_t c = (uint32_t)(pg >> 9);
+			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
+			uint64_t mk[8] = {0};
+			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+			m->chunks[c].stamp = ms->stamp; /* never evicted to make room for its own kernel */
+			if (!has_pages(&m->chunks[c], mk)) {
+				if (migrate_chunk(ms, c, mk, now, &ms->st.topup_in_bytes) == 0)
+					m->chunks[c].stamp = ms->stamp;
+				if (!has_pages(&m->chunks[c], mk)) {
+					for (int i = 0; i < 8; i++)
+						ms->st.predicted_missing += (uint64_t)__builtin_popcountll(mk[i] & ~m->chunks[c].bits[i]);
+				}
+			}
+			if (ms->ready[c] > start)
+				start = ms->ready[c];
+			pg = stop;
+		}
+	}
+	/* Pages in flight that the kernel really touches (predicted or not) must
+	 * arrive first too: a fault on an in-flight page waits for it. */
+	for (uint32_t r = 0; r < w->ops[op].region_count; r++) {
+		const gmx_region_t *g = &w->regions[w->ops[op].region_first + r];
+		uint64_t lo = gmx_memspace_page(m, task, g->buffer, g->offset) >> 9;
+		uint64_t hi = gmx_memspace_page(m, task, g->buffer, g->offset + g->length - 1) >> 9;
+		for (uint64_t c = lo; c <= hi; c++)
+			if (m->chunks[c].resident && ms->ready[c] > start)
+				start = ms->ready[c];
+	}
+	*ready = start;
+	return 0;
+}

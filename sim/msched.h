@@ -1,0 +1,64 @@
+/* Proactive memory scheduling on the simulated device: working-set templates
+ * predict each kernel's pages from its arguments, and at each context switch
+ * the planner (core/mplan.c) orders the driver's eviction list by the
+ * timeline and loads the next task's slice in access order on the copy
+ * engines. Kernels start when their own pages have arrived; pages the
+ * prediction missed take the demand-paging path (sim/um.c), counted. */
+#ifndef GMX_SIM_MSCHED_H
+#define GMX_SIM_MSCHED_H
+
+#include <stdint.h>
+
+#include "gpumux/template.h"
+#include "memspace.h"
+#include "preset.h"
+#include "sim.h"
+
+/* Slice length of the memory-scheduled modes (msched*, ideal) when a scenario
+ * sets no mem_slice_ms: long enough that one rotation amortises the migration
+ * it causes (docs/msched.md shows the sweep), short enough for interactive
+ * latency in the hundreds of ms. Bounds as for slice_ms. */
+#define GMX_MSCHED_SLICE_NS_DEFAULT 200000000LL /* 200 ms */
+
+typedef enum gmx_msched_variant {
+	GMX_MSCHED_FULL = 0,   /* templates, timeline order, pipelined migration */
+	GMX_MSCHED_WHOLEALLOC, /* predicts whole allocations */
+	GMX_MSCHED_SERIAL,     /* evict, then load, one copy at a time */
+	GMX_MSCHED_FIFO,       /* the driver's eviction order (population order) */
+} gmx_msched_variant_t;
+
+typedef struct gmx_msched gmx_msched_t;
+
+/* Sets up over the laid-out (and warmed) memspace m. profile: templates to
+ * use; NULL learns them from each task's own workload (its profiling run).
+ * 0 or -ENOMEM. */
+int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_task_t *tasks, uint32_t n,
+		      gmx_msched_variant_t variant, int64_t slice_ns, const gmx_tpl_set_t *profile,
+		      gmx_msched_t **out);
+
+/* Frees it. */
+void gmx_msched_destroy(gmx_msched_t *ms);
+
+/* Op `op` of `task` is about to start at `now` on the execution engine:
+ * plans a switch when the task differs from the last one, makes the op's
+ * predicted pages resident, and writes into *ready when it may start (its own
+ * pages in). 0, or -ENOSPC when even one chunk cannot be placed. */
+int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready);
+
+/* Task `task` will run no more (leaves the timeline). */
+void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task);
+
+/* Fills the msched fields of a result. */
+void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out);
+
+/* Per-unit prediction accuracy of templates learned from `learn` and applied
+ * to `apply` (which may be the same workload), at 4 KB pages against the
+ * touched regions. Fills fn/fp percentages and launches per kind. 0 or
+ * -ENOMEM. */
+int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply, int wholealloc,
+			gmx_sim_msched_stats_t *out);
+
+/* Learns the templates of a workload into *set. 0 or -ENOMEM. */
+int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set);
+
+#endif
