@@ -24,11 +24,15 @@ static void usage(FILE *out)
 		"  --sched NAME     scheduler: %s (default: the scenario's, else timeslice)\n"
 		"  --mem MODE       memory: inmem (unlimited device memory, the reference), um (CUDA\n"
 		"                   unified memory, demand paging), ideal (Belady over the future,\n"
-		"                   link time only) (default: the scenario's, else inmem)\n"
+		"                   link time only), msched (proactive: templates + timeline planner),\n"
+		"                   msched-wholealloc|msched-serial|msched-fifo (its ablations)\n"
+		"                   (default: the scenario's, else inmem)\n"
 		"  --seed N         random seed for arrivals (default: the scenario's, else 1)\n"
 		"  --only TASK      run only this task, alone (its 'alone' figures)\n"
 		"  --duration S     simulated seconds to run (default: the scenario's, else 10)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
+		"  --mem-slice-ms MS  slice of msched* and ideal (default: the scenario's\n"
+		"                   mem_slice_ms, else 200)\n"
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        run every memory mode under timeslice and print a comparison\n"
@@ -122,13 +126,13 @@ int gmx_cmd_sim(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"sched", required_argument, 0, 's'}, {"mem", required_argument, 0, 'm'},
 		{"seed", required_argument, 0, 'S'},  {"only", required_argument, 0, 'o'},
-		{"duration", required_argument, 0, 'd'}, {"slice-ms", required_argument, 0, 'l'},
+		{"duration", required_argument, 0, 'd'}, {"slice-ms", required_argument, 0, 'l'}, {"mem-slice-ms", required_argument, 0, 'L'},
 		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
 		{"profile", required_argument, 0, 'p'},
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
-	double seed = -1, duration = -1, slice = -1;
+	double seed = -1, duration = -1, slice = -1, mem_slice = -1;
 	int json = 0, cmp = 0, c;
 	optind = 1;
 	opterr = 0;
@@ -150,6 +154,10 @@ int gmx_cmd_sim(int argc, char **argv)
 			break;
 		case 'l':
 			if (parse_num("--slice-ms", optarg, 0.01, 60000, &slice))
+				return 2;
+			break;
+		case 'L':
+			if (parse_num("--mem-slice-ms", optarg, 0.01, 60000, &mem_slice))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -176,6 +184,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
 	if (slice > 0)
 		sc.params.slice_ns = (int64_t)llround(slice * 1e6);
+	if (mem_slice > 0)
+		sc.mem_slice_ns = (int64_t)llround(mem_slice * 1e6);
 	uint32_t all = sc.n_tasks;
 	if (only) {
 		uint32_t k = 0;

@@ -13,6 +13,7 @@
 #include "memspace.h"
 #include "profile.h"
 #include "msched.h"
+#include "gpumux/mplan.h"
 #include "sim.h"
 #include "um.h"
 
@@ -91,6 +92,8 @@ typedef struct sim {
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
 	gmx_msched_t *ms;  /* msched modes */
+	int slice_task;    /* ideal: the task whose slice runs, and since when */
+	int64_t slice_start;
 	int64_t *progress;
 	uint64_t rng;
 	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
@@ -286,6 +289,36 @@ static void spatial_end(sim_t *s, scmd_t *x)
 	spatial_update(s);
 }
 
+/* Where each task stands on the round-robin slice timeline, for ideal's
+ * ranking: the running task has the rest of its slice, the others follow in
+ * the order the scheduler takes them. */
+static void ideal_timeline(sim_t *s, uint32_t task)
+{
+	if (s->slice_task != (int)task) {
+		s->slice_task = (int)task;
+		s->slice_start = s->now;
+	}
+	int64_t S = s->cfg->sched.slice_ns, R = S - (s->now - s->slice_start);
+	if (R < 0)
+		R = 0;
+	int prio[GMX_MAX_TASKS];
+	uint8_t run[GMX_MAX_TASKS];
+	uint32_t order[GMX_MAX_TASKS];
+	int64_t wait[GMX_MAX_TASKS], left[GMX_MAX_TASKS];
+	for (uint32_t t = 0; t < s->n; t++) {
+		prio[t] = s->t[t].cfg->priority;
+		run[t] = (uint8_t)!s->t[t].done;
+		wait[t] = INT64_MAX / 4;
+		left[t] = 0;
+	}
+	uint32_t n = gmx_timeline_order(prio, run, s->n, task, order);
+	for (uint32_t k = 0; k < n; k++) {
+		wait[order[k]] = k ? R + (int64_t)(k - 1) * S : 0;
+		left[order[k]] = k ? S : R;
+	}
+	gmx_ideal_timeline(s->ideal, wait, left, S, (int64_t)(n ? n - 1 : 0) * S);
+}
+
 static void cmd_begin(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
@@ -306,6 +339,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 	if (s->cfg->mem == GMX_MEM_IDEAL) {
 		for (uint32_t t = 0; t < s->n; t++)
 			s->progress[t] = gmx_ideal_task_time(s->ideal, t, s->t[t].exec_unit, s->t[t].exec_op);
+		ideal_timeline(s, x->c.task);
 		gmx_ideal_moves_t mv;
 		if (gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv)) {
 			fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
@@ -839,6 +873,7 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	s.err = err;
 	s.err_len = err_len;
 	s.ee_task = s.ee_last_task = -1;
+	s.slice_task = -1;
 	s.rng = cfg->seed;
 	s.spatial = (cfg->policy->flags & GMX_POLICY_SPATIAL) != 0;
 	if (s.spatial && cfg->mem != GMX_MEM_INMEM) {

@@ -33,6 +33,8 @@ struct gmx_ideal {
 	uint64_t capacity, used, stamp_now;
 	uint64_t in_bytes, out_bytes;
 	heap_entry_t *pending; /* keys of the running op's pages, pushed after its evictions */
+	int has_tl;            /* gmx_ideal_timeline was called */
+	int64_t tl_wait[GMX_MAX_TASKS], tl_left[GMX_MAX_TASKS], tl_slice, tl_others;
 	uint32_t pending_n, pending_cap;
 };
 
@@ -277,6 +279,17 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 	free(id);
 }
 
+void gmx_ideal_timeline(gmx_ideal_t *id, const int64_t *wait, const int64_t *left, int64_t slice, int64_t others)
+{
+	id->has_tl = 1;
+	for (uint32_t t = 0; t < id->n_tasks; t++) {
+		id->tl_wait[t] = wait[t];
+		id->tl_left[t] = left[t];
+	}
+	id->tl_slice = slice;
+	id->tl_others = others;
+}
+
 int64_t gmx_ideal_task_time(const gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op)
 {
 	const task_index_t *ti = &id->t[task];
@@ -308,6 +321,13 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 			continue;
 		int64_t k = ti->heap[0].key;
 		int64_t score = k == NEVER ? INT64_MAX : k - progress[t];
+		if (id->has_tl && k != NEVER) {
+			/* Owner's GPU time to wall-clock time on the slice timeline. */
+			int64_t d = score, w = id->tl_wait[t] + d;
+			if (d >= id->tl_left[t] && id->tl_slice > 0)
+				w += id->tl_others * (1 + (d - id->tl_left[t]) / id->tl_slice);
+			score = w;
+		}
 		if (score > best_score) {
 			best_score = score;
 			best = (int)t;

@@ -32,6 +32,13 @@ void gmx_ideal_destroy(gmx_ideal_t *id);
 int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op, const int64_t *progress,
 		     gmx_ideal_moves_t *out);
 
+/* Tells the ranking where each task stands on the slice timeline: task t
+ * next runs in wait[t] ns, for left[t] ns of its own GPU time, and after that
+ * waits `others` ns (the other tasks' slices) per `slice` ns it runs. A page's
+ * next use is then ranked by wall-clock time rather than by its owner's GPU
+ * time, which matters once slices are long. Applies to later accesses. */
+void gmx_ideal_timeline(gmx_ideal_t *id, const int64_t *wait, const int64_t *left, int64_t slice, int64_t others);
+
 /* Task-time (ns of solo GPU work) at the start of op `op` of `unit`. */
 int64_t gmx_ideal_task_time(const gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op);
 

@@ -44,7 +44,7 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		json_array_append_new(tasks, o);
 	}
 	json_object_set_new(root, "tasks", tasks);
-	int paging = !strcmp(info->mem, "um");
+	int paging = !strcmp(info->mem, "um") || r->msched.valid; /* msched: the fallback's batches */
 	int moves = strcmp(info->mem, "inmem") != 0;
 	json_object_set_new(mem, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
 	json_object_set_new(mem, "footprint_bytes", json_integer((json_int_t)r->footprint_bytes));
@@ -54,6 +54,22 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 	json_object_set_new(mem, "d2h_bytes", moves ? json_integer((json_int_t)r->d2h_bytes) : json_integer(0));
 	json_object_set_new(root, "memory", mem);
 	json_object_set_new(root, "kernels", json_integer((json_int_t)r->kernels));
+	if (r->msched.valid) {
+		const gmx_sim_msched_stats_t *m = &r->msched;
+		json_t *p = json_object(), *k = json_object(), *ms = json_object();
+		json_object_set_new(p, "false_negative_pct", json_real(m->false_negative_pct));
+		json_object_set_new(p, "false_positive_pct", json_real(m->false_positive_pct));
+		static const char *const kinds[4] = {"other", "T1", "T2", "T3"};
+		for (int i = 0; i < 4; i++)
+			json_object_set_new(k, kinds[i], json_integer((json_int_t)m->launches[i]));
+		json_object_set_new(p, "launches_per_unit", k);
+		json_object_set_new(root, "prediction", p);
+		json_object_set_new(ms, "switches", json_integer((json_int_t)m->switches));
+		json_object_set_new(ms, "planned_in_bytes", json_integer((json_int_t)m->planned_in_bytes));
+		json_object_set_new(ms, "topup_in_bytes", json_integer((json_int_t)m->topup_in_bytes));
+		json_object_set_new(ms, "predicted_missing_pages", json_integer((json_int_t)m->predicted_missing));
+		json_object_set_new(root, "msched", ms);
+	}
 	int rc = json_dumpf(root, out, JSON_REAL_PRECISION(9) | JSON_PRESERVE_ORDER | JSON_COMPACT);
 	json_decref(root);
 	if (rc || fputc('\n', out) == EOF)
@@ -91,7 +107,10 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9, r->capacity_bytes / 1e9);
 	if (strcmp(info->mem, "inmem") != 0)
 		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
-	if (!strcmp(info->mem, "um"))
+	if (r->msched.valid)
+		fprintf(out, "; prediction FN %.3f%% FP %.3f%%; %llu switches", r->msched.false_negative_pct,
+			r->msched.false_positive_pct, (unsigned long long)r->msched.switches);
+	if (!strcmp(info->mem, "um") || r->msched.valid)
 		fprintf(out, "; %llu fault batches (%llu pages)", (unsigned long long)r->faults,
 			(unsigned long long)r->fault_entries);
 	fprintf(out, "\n");
