@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "daemon.h"
+#include "gpumux/kprofile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +112,14 @@ static struct {
     int64_t start_ns, timer_at;
     uint64_t refused, cut_off, protocol_errors, total_grants;
     int stop;
+    /* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
+     * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
+    struct {
+        char name[GMX_NAME_MAX];
+        gmx_kprof_t prof;
+        int used;
+    } store[GMX_MAX_TASKS];
+    gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
 } S;
 
 void gmxd_log(const char *fmt, ...)
@@ -685,6 +694,21 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
         memset(c, 0, sizeof *c);
         return;
     }
+    S.prof_ptr[c->task] = NULL;
+    if (S.ops->flags & GMX_POLICY_PROFILES) {
+        int k = -1;
+        for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
+            if (S.store[i].used && strcmp(S.store[i].name, c->name) == 0)
+                k = i;
+        for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
+            if (!S.store[i].used && gmx_kprof_init(&S.store[i].prof, c->name) == 0) {
+                S.store[i].used = 1;
+                memcpy(S.store[i].name, c->name, sizeof S.store[i].name);
+                k = i;
+            }
+        if (k >= 0)
+            S.prof_ptr[c->task] = &S.store[k].prof;
+    }
     S.ops->task_add(S.pol, c->task, c->priority);
     ep_add(fd, EV_SOCK, c->task);
     ep_add(eu, EV_EFD, c->task);
@@ -948,6 +972,9 @@ int gmxd_run(const gmxd_config_t *cfg)
     gmx_sched_params_default(&params);
     params.slice_ns = cfg->slice_us * 1000LL;
     params.inflight_max = (uint32_t)cfg->inflight;
+    params.profiles = S.prof_ptr;
+    params.n_profiles = GMX_MAX_TASKS;
+    params.profile_learn = 1; /* a task with no profile yet is measured as it runs */
     char err[256];
     if (gmx_sched_params_check(&params, err, sizeof err) != 0) {
         gmxd_log("%s", err);
@@ -1079,6 +1106,9 @@ int gmxd_run(const gmxd_config_t *cfg)
     unlink(S.sock_path);
     close(S.lfd);
     S.ops->destroy(S.pol);
+    for (int i = 0; i < GMX_MAX_TASKS; i++)
+        if (S.store[i].used)
+            gmx_kprof_free(&S.store[i].prof);
     gmxd_log("stopped");
     return 0;
 }

@@ -339,7 +339,7 @@ static int drain_down(void)
             pthread_mutex_unlock(&d.lock);
             run_migration(e.x, e.y, e.a != 0);
             pthread_mutex_lock(&d.lock);
-            if (d.connected && push_up(GMX_UP_MIG_DONE, 0, e.seq, e.x, 0) != 0)
+            if (d.connected && push_up(GMX_UP_MIG_DONE, e.a, e.seq, e.x, 0) != 0)
                 d.desync = 1;
         }
     }

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# End-to-end scenarios: gpumuxd + `gpumux run` + the interposer + real client processes on the
+# stand-in driver. Usage: e2e.sh SCENARIO BUILD_DIR E2E_CLIENT RUN_DIR
+# Assertions read the stand-in's execution log, the clients' launch logs, the daemon's log and
+# `gpumux status --json`; none depends on how long anything took.
+set -u
+SCEN=$1 B=$2 CLIENT=$3 R=$4
+G=$B/gpumux D=$B/gpumuxd
+rm -rf "$R" && mkdir -p "$R" && chmod 755 "$R"
+export GPUMUX_RUNTIME_DIR=$R GPUMUX_STANDIN_DIR=$R GPUMUX_STANDIN_LOG=$R/standin.log
+export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_RECONNECT_MS=50
+FAILED=0
+DPID=
+fail() { echo "FAIL: $*"; FAILED=1; }
+cleanup() {
+    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null
+    for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+}
+trap cleanup EXIT
+
+# start_daemon [extra config lines...]: a daemon on $R with the given [daemon] keys.
+start_daemon() {
+    { echo "[daemon]"; echo "runtime_dir = $R"; for l in "$@"; do echo "$l"; done; } >"$R/gpumuxd.conf"
+    "$D" --foreground --config "$R/gpumuxd.conf" 2>>"$R/daemon.log" &
+    DPID=$!
+    for _ in $(seq 100); do
+        "$G" status >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    fail "gpumuxd did not start (see $R/daemon.log)"; cat "$R/daemon.log"; exit 1
+}
+
+stop_daemon() { kill "$DPID"; wait "$DPID" 2>/dev/null; DPID=; }
+
+# client NAME PRIORITY [gpumux-run options --] client options...: runs in the background.
+client() {
+    local name=$1 prio=$2; shift 2
+    local ropts=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do ropts+=("$1"); shift; done
+    shift
+    GPUMUX_SHIM_LOG=$R/$name.shim "$G" run --priority "$prio" --name "$name" "${ropts[@]}" -- \
+        "$CLIENT" --out "$R/$name.out" "$@" 2>"$R/$name.err" &
+    eval "PID_$name=$!"
+}
+
+pid_of() { sed -n 's/^pid=//p' "$R/$1.out"; }
+
+# Every launch of NAME completed, in launch order (kernel names by start time in the log).
+check_order() {
+    local name=$1 pid
+    pid=$(pid_of "$name")
+    grep -q '^done$' "$R/$name.out" || { fail "$name did not finish"; return; }
+    sed -n 's/^launch i=[0-9]* name=\([^ ]*\) .*/\1/p' "$R/$name.out" >"$R/$name.want"
+    grep " pid=$pid .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\).* name=\([^ ]*\).*/\1 \2/' |
+        sort -n | cut -d' ' -f2 >"$R/$name.got"
+    if cmp -s "$R/$name.want" "$R/$name.got"; then
+        echo "ok: $name: $(wc -l <"$R/$name.want") kernels completed in launch order"
+    else
+        fail "$name: kernels missing or out of order ($(wc -l <"$R/$name.want") launched, $(wc -l <"$R/$name.got") ran)"
+    fi
+}
+
+case $SCEN in
+hp_lp)
+    # A high-priority client with idle gaps and a saturating low-priority client. Bound for
+    # timeslice (docs/daemon.md): while a high-priority kernel waits, at most
+    # 2*ceil(slice/lp) + 2*inflight low-priority kernels start (the slice running when it
+    # arrived, one that may begin as its notice arrives, in-flight work in the daemon's and
+    # the driver's hands). For a policy that preempts at kernel boundaries (fikit): 2*inflight.
+    SLICE=1000 INFL=2 LPUS=500
+    POLICY=timeslice
+    "$D" --help | grep -q fikit && POLICY=fikit
+    start_daemon "policy = $POLICY" "slice_us = $SLICE" "inflight = $INFL"
+    client lp 7 -- --kernels lpa:$LPUS,lpb:$((LPUS + 100)) --count 600 --sync-every 32
+    sleep 0.1
+    client hp 0 -- --kernels hp:200 --count 40 --gap-us 2000
+    wait $PID_lp $PID_hp
+    check_order hp
+    check_order lp
+    if [ "$POLICY" = fikit ]; then BOUND=$((2 * INFL)); else BOUND=$((2 * ((SLICE + LPUS - 1) / LPUS) + 2 * INFL)); fi
+    HPID=$(pid_of hp) LPID=$(pid_of lp)
+    # Launch times of the high-priority kernels, their start times, and low-priority starts.
+    sed -n 's/^launch .* t_ns=//p' "$R/hp.out" >"$R/hp.launch"
+    grep " pid=$HPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/hp.start"
+    grep " pid=$LPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/lp.start"
+    worst=$(paste -d' ' "$R/hp.launch" "$R/hp.start" | awk '
+        FNR == NR { L[n] = $1; H[n] = $2; n++; next }
+        { s = $1; for (i = 0; i < n; i++) if (s > L[i] && s < H[i]) c[i]++ }
+        END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start")
+    echo "policy $POLICY: at most $worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
+    [ "$worst" -le "$BOUND" ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
+    ;;
+memory)
+    # Two clients whose memory together exceeds the device (48 + 48 MB on 64 MB): with
+    # --oversubscribe their allocations are managed and the daemon migrates them whole at
+    # each switch. A kernel that found its memory away would pay demand faults: every kernel
+    # running for exactly its nominal time shows the loads preceded the kernels.
+    export GPUMUX_STANDIN_MEM_MB=64
+    start_daemon "device_memory_mb = 64" "slice_us = 2000"
+    client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48
+    client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48
+    wait $PID_ma $PID_mb
+    check_order ma
+    check_order mb
+    for n in ma mb; do
+        pid=$(pid_of $n)
+        slow=$(grep " pid=$pid .*kind=kernel" "$R/standin.log" | grep -vc "dur_ns=300000$")
+        loads=$(grep -c "migrate load" "$R/$n.shim")
+        evicts=$(grep -c "migrate evict" "$R/$n.shim")
+        echo "$n: $loads loads, $evicts evictions, $slow kernels slowed by faults"
+        [ "$slow" -eq 0 ] || fail "$n: $slow kernels ran with their memory away (demand faults)"
+        [ "$loads" -ge 1 ] || fail "$n: no migration order reached it"
+        # Each load order was run (prefetch logged by the stand-in) before the next kernel.
+        awk -v pid="$pid" '$3 == "pid=" pid && $6 == "name=prefetch"' "$R/standin.log" | grep -q . ||
+            fail "$n: no prefetch in the stand-in log"
+    done
+    grep -q "evict" "$R/ma.shim" "$R/mb.shim" || fail "no eviction was ordered although memory was oversubscribed"
+    ;;
+kill)
+    # A low-priority client killed (SIGKILL) mid-slice: the daemon releases what it held,
+    # the high-priority client is unaffected, and a new client is served afterwards.
+    start_daemon "slice_us = 2000"
+    client victim 7 -- --kernels v:800 --count 100000 --sync-every 64
+    client hp 0 -- --kernels hp:200 --count 60 --gap-us 2000
+    for _ in $(seq 100); do grep -q "launch i=200 " "$R/victim.out" 2>/dev/null && break; sleep 0.05; done
+    VPID=$(pid_of victim)
+    kill -9 "$VPID"
+    wait $PID_hp
+    check_order hp
+    grep -q "pid $VPID, victim): disconnected; releasing" "$R/daemon.log" ||
+        fail "the daemon did not release the killed client"
+    "$G" status --json >"$R/status.json"
+    jq -e --argjson p "$VPID" '[.clients[] | select(.pid == $p)] | length == 0' "$R/status.json" >/dev/null ||
+        fail "the killed client is still listed: $(cat "$R/status.json")"
+    client after 5 -- --kernels a:100 --count 20 --sync-every 4
+    wait $PID_after
+    check_order after
+    echo "killed pid $VPID released: $(grep "pid $VPID" "$R/daemon.log" | tail -1 | sed 's/.*: disconnected/disconnected/')"
+    ;;
+restart)
+    # The daemon is killed mid-run and started again: the client runs in pass-through
+    # meanwhile, reconnects, and every command completes in order.
+    start_daemon
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8
+    for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
+    start_daemon
+    wait $PID_rs
+    check_order rs
+    grep -q "daemon: disconnected" "$R/rs.shim" || fail "the client did not notice the daemon's death"
+    n=$(grep -c "daemon: connected as client" "$R/rs.shim")
+    echo "client connections: $n ($(grep -c 'daemon: disconnected' "$R/rs.shim") disconnections)"
+    [ "$n" -ge 2 ] || grep -q '^done$' "$R/rs.out" || fail "the client did not reconnect"
+    grep -q "connected as client" "$R/rs.shim" || fail "never connected"
+    ;;
+refused)
+    # Only root (and the daemon's user) may use this daemon; uid 65534 is refused with a
+    # clear error while an allowed client runs normally.
+    start_daemon "allow_users = root"
+    client ok 5 -- --kernels ok:200 --count 100 --sync-every 8
+    chmod 1777 "$R"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$G" run --priority 0 -- "$CLIENT" \
+        --out "$R/nobody.out" --count 5 >"$R/nobody.run" 2>&1
+    rc=$?
+    cat "$R/nobody.run"
+    [ $rc -ne 0 ] || fail "gpumux run as uid 65534 succeeded"
+    grep -q "uid 65534 (gid 65534) is not allowed" "$R/nobody.run" || fail "no clear refusal message"
+    [ ! -e "$R/nobody.out" ] || fail "the refused client ran"
+    grep -q "refused a connection: uid 65534" "$R/daemon.log" || fail "the daemon did not log the refusal"
+    wait $PID_ok
+    check_order ok
+    ;;
+hostile)
+    # Malformed first message, then a client that writes garbage into its ring: each is
+    # closed with a log line; a well-behaved client alongside is unaffected.
+    start_daemon
+    client good 5 -- --kernels g:200 --count 200 --sync-every 8
+    "$CLIENT" --hostile bad-hello >"$R/h1.out" 2>&1 || fail "bad-hello: $(cat "$R/h1.out")"
+    "$CLIENT" --hostile bad-ring >"$R/h2.out" 2>&1 || fail "bad-ring: $(cat "$R/h2.out")"
+    wait $PID_good
+    check_order good
+    grep -q "malformed first message" "$R/daemon.log" || fail "no log line for the malformed HELLO"
+    grep -q "hostile): cut off: malformed message" "$R/daemon.log" || fail "no log line for the corrupt ring"
+    grep "malformed" "$R/daemon.log" | sed 's/^/log: /'
+    "$G" status >/dev/null || fail "the daemon stopped answering"
+    ;;
+*)
+    echo "unknown scenario $SCEN"; exit 2 ;;
+esac
+[ $FAILED -eq 0 ] && echo "PASS: $SCEN"
+exit $FAILED
