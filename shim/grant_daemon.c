@@ -69,6 +69,7 @@ static struct {
     gmx_shm_region_t *region;
     size_t region_bytes;
     int desync;             /* a push failed where it must not: reconnect */
+    int migrating;          /* the thread runs an order: later grants wait for it */
     seq_slot_t tbl[SEQ_TABLE];
     unsigned used;          /* slots not FREE (tombstones included) */
     char dir[4096], name[GMX_NAME_MAX];
@@ -336,9 +337,11 @@ static int drain_down(void)
                 grants++;
             }
         } else if (e.type == GMX_DOWN_MIGRATE) {
+            d.migrating = 1;
             pthread_mutex_unlock(&d.lock);
             run_migration(e.x, e.y, e.a != 0);
             pthread_mutex_lock(&d.lock);
+            d.migrating = 0;
             if (d.connected && push_up(GMX_UP_MIG_DONE, e.a, e.seq, e.x, 0) != 0)
                 d.desync = 1;
         }
@@ -461,7 +464,7 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
             /* Grants the thread has not applied yet count now (a migration order stops us:
              * only the thread runs those). */
             gmx_ring_t *r = &d.region->down;
-            for (;;) {
+            while (!d.migrating) {
                 uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
                 uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
                 if (h == t || t - h > GMX_RING_ENTRIES ||
@@ -561,6 +564,7 @@ static void atfork_child(void)
     d.connected = 0;
     d.thread_started = 0;
     d.desync = 0;
+    d.migrating = 0;
     d.mig_ctx = NULL;
     seq_clear();
 }
