@@ -134,6 +134,9 @@ int gmx_cmd_status(int argc, char **argv)
     printf("device memory %.0f MiB, resident %.1f MiB; %.0f grants, %.0f refused, %.0f cut off\n",
            num(root, "device_memory_bytes") / 1048576.0, num(root, "resident_bytes") / 1048576.0,
            num(root, "grants"), num(root, "refused"), num(root, "cut_off"));
+    json_t *hl = json_object_get(root, "hp_grant_latency_us");
+    printf("recent high-priority (0-2) notice-to-grant latency: p50 %.1f us, p99 %.1f us "
+           "(%.0f samples)\n", num(hl, "p50"), num(hl, "p99"), num(hl, "samples"));
     json_t *cl = json_object_get(root, "clients");
     printf("%-4s %-8s %-6s %-16s %3s %6s %8s %10s %11s %11s %9s %9s\n", "ID", "PID", "UID",
            "NAME", "PRI", "QUEUED", "INFLIGHT", "GRANTS", "ALLOC_MiB", "RESID_MiB", "LAT_P50us",

@@ -120,6 +120,10 @@ static struct {
         int used;
     } store[GMX_MAX_TASKS];
     gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
+    /* Recent notice-to-grant latencies of high-priority clients (priority 0..2), kept after
+     * the clients leave: what `gpumux status` reports as recent HP latency. */
+    uint32_t hp_lat[GMXD_LAT_SAMPLES];
+    uint32_t n_hp_lat;
 } S;
 
 void gmxd_log(const char *fmt, ...)
@@ -309,8 +313,10 @@ static int dev_submit(void *ctx, gmx_cmd_t *cmd)
     c->grants++;
     S.total_grants++;
     c->last_grant_ns = now;
-    c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] =
-        (uint32_t)(now - d->notice_ns > 0xffffffffLL ? 0xffffffffLL : now - d->notice_ns);
+    uint32_t lat = (uint32_t)(now - d->notice_ns > 0xffffffffLL ? 0xffffffffLL : now - d->notice_ns);
+    c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
+    if (c->priority <= 2)
+        S.hp_lat[S.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
     plan_memory(c);
     gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
     send_action(c, &e);
@@ -804,14 +810,14 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void lat_pct(const client_t *c, double *p50, double *p99)
+static void lat_pct(const uint32_t *samples, uint32_t count, double *p50, double *p99)
 {
     static uint32_t tmp[GMXD_LAT_SAMPLES];
-    uint32_t n = c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES;
+    uint32_t n = count < GMXD_LAT_SAMPLES ? count : GMXD_LAT_SAMPLES;
     *p50 = *p99 = 0;
     if (!n)
         return;
-    memcpy(tmp, c->lat_ns, n * sizeof *tmp);
+    memcpy(tmp, samples, n * sizeof *tmp);
     qsort(tmp, n, sizeof *tmp, cmp_u32);
     *p50 = tmp[n / 2] / 1e3;
     *p99 = tmp[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e3;
@@ -822,6 +828,8 @@ static void status_reply(int fd)
     static char buf[GMX_CTRL_MAX];
     size_t off = sizeof(gmx_msg_hdr_t);
     int64_t now = now_ns();
+    double hp50, hp99;
+    lat_pct(S.hp_lat, S.n_hp_lat, &hp50, &hp99);
 #define OUT(...)                                                                               \
     do {                                                                                       \
         int k_ = snprintf(buf + off, sizeof buf - off, __VA_ARGS__);                           \
@@ -831,19 +839,21 @@ static void status_reply(int fd)
     OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
         "\"uptime_s\":%.3f,\"socket\":\"%s\",\"device_memory_bytes\":%llu,"
         "\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
-        "\"protocol_errors\":%llu,\"clients\":[",
+        "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
+        "\"samples\":%u},\"clients\":[",
         GMX_PROTO_VERSION, (int)getpid(), S.ops->name, S.cfg->slice_us, S.cfg->inflight,
         (now - S.start_ns) / 1e9, S.sock_path, (unsigned long long)S.mem_cap,
         (unsigned long long)S.mem_resident, (unsigned long long)S.total_grants,
         (unsigned long long)S.refused, (unsigned long long)S.cut_off,
-        (unsigned long long)S.protocol_errors);
+        (unsigned long long)S.protocol_errors, hp50, hp99,
+        S.n_hp_lat < GMXD_LAT_SAMPLES ? S.n_hp_lat : GMXD_LAT_SAMPLES);
     int first = 1;
     for (int t = 0; t < GMX_MAX_TASKS; t++) {
         const client_t *c = &S.cl[t];
         if (!c->used || c->dead)
             continue;
         double p50, p99;
-        lat_pct(c, &p50, &p99);
+        lat_pct(c->lat_ns, c->nlat, &p50, &p99);
         OUT("%s{\"id\":%u,\"pid\":%d,\"uid\":%d,\"name\":\"%s\",\"priority\":%d,"
             "\"oversubscribe\":%s,\"queued\":%u,\"inflight\":%u,\"notices\":%llu,"
             "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,"
