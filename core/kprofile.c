@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An ID's duration or gap "varies" when its 90th percentile exceeds the 10th by
+/* An ID's duration or gap "varies" when its longest exceeds its shortest by
  * this factor plus this slack; only then are per-context entries kept. The
+ * extremes, not inner quantiles: a gap that is long once per request (the
+ * wait for the next one) is exactly what the context must tell apart. The
  * slack ignores the jitter of launch overheads. */
 #define VARY_FACTOR 1.25
 #define VARY_SLACK_NS 5000
@@ -196,8 +198,7 @@ static void summarise(int64_t *v, uint32_t n, gmx_kdist_t *d)
 
 static int varies(const gmx_kdist_t *d)
 {
-	int64_t p10 = gmx_kdist_quantile(d, 0.10), p90 = gmx_kdist_quantile(d, 0.90);
-	return (double)p90 > VARY_FACTOR * (double)p10 + VARY_SLACK_NS;
+	return (double)d->q[GMX_KPROF_QPTS - 1] > VARY_FACTOR * (double)d->q[0] + VARY_SLACK_NS;
 }
 
 void gmx_kprof_finish(gmx_kprof_t *p)

@@ -25,8 +25,8 @@ extern const gmx_policy_ops_t gmx_sched_fikit_ops;
 uint64_t gmx_sim_kernel_id(const gmx_workload_t *w, const gmx_op_t *op)
 {
 	uint32_t g[3] = {op->grid[0], op->grid[1], op->grid[2]};
-	if (!g[0] && !g[1] && !g[2])
-		g[0] = op->sm_demand;
+	if (g[0] <= 1 && g[1] <= 1 && g[2] <= 1 && op->block[0] <= 1 && op->block[1] <= 1 && op->block[2] <= 1)
+		g[0] = op->sm_demand; /* geometry not recorded (the importer writes 1 or 0) */
 	return gmx_kernel_id(op->name < w->n_names ? w->names[op->name] : NULL, g, op->block, op->shared_mem);
 }
 

@@ -22,6 +22,11 @@
 #define GMX_KPROF_SAMPLES 256    /* samples kept per entry while measuring (reservoir) */
 #define GMX_KPROF_NAME_MAX 512   /* longest kernel name kept (bytes, with the terminator) */
 
+/* The context of a kernel that completed while its host was waiting for it
+ * and left the task with nothing queued: the end of a request or a step,
+ * whose gap is the wait for the next one, unlike the same kernel mid-unit. */
+#define GMX_KPROF_AFTER_SYNC(prev) ((prev) ^ 0x8000000000000000ull)
+
 /* One distribution, summarised by its quantiles at i / 32 (non-decreasing), in ns. */
 typedef struct gmx_kdist {
 	int64_t q[GMX_KPROF_QPTS];
