@@ -12,7 +12,7 @@
 #define GMX_INFLIGHT_DEFAULT 2u            /* a held task stops within two kernels */
 #define GMX_INFLIGHT_MIN 1u
 #define GMX_INFLIGHT_MAX 1024u
-#define GMX_GAP_QUANTILE_DEFAULT 0.02      /* fikit: a gap shorter than predicted 1 time in 50 */
+#define GMX_GAP_QUANTILE_DEFAULT 0.05      /* fikit: a gap shorter than predicted 1 time in 20 (docs/fikit.md) */
 #define GMX_GAP_QUANTILE_MIN 0.0           /* 0: the shortest gap ever seen */
 #define GMX_GAP_QUANTILE_MAX 0.5           /* the median: above it fills overrun more often than not */
 #define GMX_SWITCH_NS_DEFAULT 0LL          /* tasks share one context (MPS-style); 32 us apart (DESIGN.md) */
