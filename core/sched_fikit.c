@@ -45,6 +45,7 @@ typedef struct ftask {
 	gmx_cmd_queue_t queue; /* launch order */
 	uint32_t inflight;
 	int priority, present, done;
+	int host_wait;               /* the task's host is blocked on the device */
 	gmx_kprof_t *prof;
 	uint64_t last_id, last_prev; /* last completed kernel and the one completed before it */
 	uint64_t sub_last;           /* last released kernel: the context of the head */
@@ -302,6 +303,7 @@ static void fk_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	ftask_t *t = &s->task[cmd->task];
 	int64_t now = s->dev.now(s->dev.ctx);
+	t->host_wait = 0;
 	if (s->params.profile_learn)
 		learn_flush(t, now - t->p_end);
 	if (!t->queue.head)
@@ -325,6 +327,9 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 			t->busy_until += t->sub_pred[r];
 	}
 	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
+		uint64_t ctx = t->last_id;
+		if (t->host_wait && !t->queue.head && !t->inflight)
+			ctx = GMX_KPROF_AFTER_SYNC(ctx);
 		if (s->params.profile_learn && t->prof) {
 			uint32_t r = (uint32_t)(cmd->seq % s->params.inflight_max);
 			int64_t began = t->sub_t[r];
@@ -333,13 +338,13 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 			learn_flush(t, 0);
 			t->pending = 1;
 			t->p_id = cmd->kernel_id;
-			t->p_prev = t->last_id;
+			t->p_prev = ctx;
 			t->p_dur = now - began;
 			t->p_end = now;
 			if (t->queue.head || t->inflight)
 				learn_flush(t, 0); /* the next command was already waiting */
 		}
-		t->last_prev = t->last_id;
+		t->last_prev = ctx;
 		t->last_id = cmd->kernel_id;
 	}
 	t->prev_done = now;
@@ -354,7 +359,8 @@ static void fk_on_timer(gmx_policy_t *s)
 
 static void fk_on_host_wait(gmx_policy_t *s, uint32_t task)
 {
-	(void)task;
+	if (task < GMX_MAX_TASKS)
+		s->task[task].host_wait = 1;
 	dispatch(s);
 }
 
