@@ -341,6 +341,8 @@ static void usage(FILE *out)
 		     "             fault batches per Llama3-8B step, the microbenchmark's collapse\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
 		     "             under um and ideal\n"
+		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
+		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"
 		     "             recorded against replayed span and same-stream gaps\n"
 		     "\n"
@@ -388,5 +390,9 @@ int gmx_cmd_bench(int argc, char **argv)
 	if (!strcmp(name, "replay"))
 		return bench_replay(&o);
 	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed or replay)\n", name);
+	}
+	if (!strcmp(name, "fikit")) {
+		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
+		return gmx_bench_fikit(o.dir, o.quick, o.json);
 	return 2;
 }
