@@ -339,10 +339,10 @@ static void usage(FILE *out)
 		     "  calibrate  the unified-memory model against the MSched paper's measurements:\n"
 		     "             the fault path's rates, um's share of inmem throughput on mixes A-D,\n"
 		     "             fault batches per Llama3-8B step, the microbenchmark's collapse\n"
-		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
-		     "             under um and ideal\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
+		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
+		     "             under um and ideal\n"
 		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"
 		     "             recorded against replayed span and same-stream gaps\n"
 		     "\n"
@@ -385,14 +385,14 @@ int gmx_cmd_bench(int argc, char **argv)
 	const char *name = argv[optind];
 	if (!strcmp(name, "calibrate"))
 		return bench_calibrate(&o);
+	if (!strcmp(name, "fikit")) {
+		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
+		return gmx_bench_fikit(o.dir, o.quick, o.json);
+	}
 	if (!strcmp(name, "speed"))
 		return bench_speed(&o);
 	if (!strcmp(name, "replay"))
 		return bench_replay(&o);
 	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed or replay)\n", name);
-	}
-	if (!strcmp(name, "fikit")) {
-		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
-		return gmx_bench_fikit(o.dir, o.quick, o.json);
 	return 2;
 }
