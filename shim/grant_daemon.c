@@ -356,6 +356,11 @@ static void *conn_main(void *arg)
     for (;;) {
         if (!__atomic_load_n(&d.connected, __ATOMIC_ACQUIRE)) {
             int r = try_connect();
+            if (r == -EACCES || r == -EPROTONOSUPPORT) {
+                /* Refused: said once on stderr; retrying would only repeat it. */
+                gmx_shim_queue_kick();
+                return NULL;
+            }
             if (r != 0) {
                 gmx_shim_queue_kick(); /* anything held while connected now passes */
                 struct timespec ts = {d.reconnect_ms / 1000, (d.reconnect_ms % 1000) * 1000000L};
