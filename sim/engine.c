@@ -817,7 +817,8 @@ static void collect(sim_t *s, gmx_sim_result_t *r)
 		o->active_s = (double)(tk->done ? tk->done_time : s->now) / 1e9;
 		o->throughput_per_s = o->active_s > 0 ? o->progress / o->active_s : 0;
 		o->jct_s = tk->done ? (double)tk->done_time / 1e9 : -1;
-		qsort(tk->lat, tk->n_lat, sizeof(double), cmp_double);
+		if (tk->n_lat)
+			qsort(tk->lat, tk->n_lat, sizeof(double), cmp_double);
 		o->lat_p50_s = percentile(tk->lat, tk->n_lat, 0.50);
 		o->lat_p95_s = percentile(tk->lat, tk->n_lat, 0.95);
 		o->lat_p99_s = percentile(tk->lat, tk->n_lat, 0.99);
