@@ -339,6 +339,8 @@ static void usage(FILE *out)
 		     "  calibrate  the unified-memory model against the MSched paper's measurements:\n"
 		     "             the fault path's rates, um's share of inmem throughput on mixes A-D,\n"
 		     "             fault batches per Llama3-8B step, the microbenchmark's collapse\n"
+		     "  msched     proactive memory scheduling: mixes A-D at 150/200/300%% under um,\n"
+		     "             msched, its ablations and ideal; micro; slice sweep; template accuracy\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
@@ -385,6 +387,10 @@ int gmx_cmd_bench(int argc, char **argv)
 	const char *name = argv[optind];
 	if (!strcmp(name, "calibrate"))
 		return bench_calibrate(&o);
+	if (!strcmp(name, "msched")) {
+		int gmx_bench_msched(const char *dir, int quick, int json); /* bench_msched.c */
+		return gmx_bench_msched(o.dir, o.quick, o.json);
+	}
 	if (!strcmp(name, "fikit")) {
 		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
 		return gmx_bench_fikit(o.dir, o.quick, o.json);
@@ -393,6 +399,6 @@ int gmx_cmd_bench(int argc, char **argv)
 		return bench_speed(&o);
 	if (!strcmp(name, "replay"))
 		return bench_replay(&o);
-	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed or replay)\n", name);
+	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed, replay or msched)\n", name);
 	return 2;
 }

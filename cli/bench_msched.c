@@ -1,0 +1,363 @@
+/* gpumux bench msched: the MSched paper's table on the shipped mixes, the
+ * ablations, the slice sweep, template accuracy on every workload kind, and
+ * the predictor's speed. Called from cmd_bench.c. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpumux/gen.h"
+#include "gpumux/template.h"
+#include "msched.h"
+#include "scenario.h"
+
+/* Memory modes of the table, in column order; "um-long" is um under the
+ * timeline scheduler at msched's slice (longer slices alone, no proactivity). */
+static const char *const modes[] = {"inmem", "um", "um-long", "msched", "msched-wholealloc", "msched-serial",
+				    "msched-fifo", "ideal"};
+enum { M_INMEM, M_UM, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEAL, M_COUNT };
+
+static double mean_retained(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
+{
+	double s = 0;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < a->n_tasks; i++)
+		if (b->tasks[i].throughput_per_s > 0) {
+			s += a->tasks[i].throughput_per_s / b->tasks[i].throughput_per_s;
+			n++;
+		}
+	return n ? s / n : 0;
+}
+
+static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_result_t *r)
+{
+	char err[1024];
+	gmx_scenario_t copy = *sc;
+	copy.mem_slice_ns = mem_slice;
+	int rc;
+	if (mode == M_UMLONG) {
+		copy.params.slice_ns = mem_slice;
+		rc = gmx_scenario_run(&copy, "timeline", "um", r, err, sizeof(err));
+	} else {
+		rc = gmx_scenario_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
+	}
+	if (rc)
+		fprintf(stderr, "gpumux bench msched: %s\n", err);
+	return rc;
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ns per gmx_tpl_predict over every kernel of w, with templates learned from w. */
+static double predict_ns(const gmx_workload_t *w)
+{
+	gmx_tpl_set_t set;
+	if (gmx_msched_learn(w, &set))
+		return -1;
+	gmx_tpl_range_t out[256];
+	uint64_t calls = 0;
+	volatile uint64_t sink = 0;
+	double t0 = wall_s();
+	for (int rep = 0; rep < 200; rep++)
+		for (uint32_t i = 0; i < w->n_ops; i++) {
+			const gmx_op_t *op = &w->ops[i];
+			if (op->kind != GMX_OP_KERNEL)
+				continue;
+			const gmx_tpl_t *t = gmx_tpl_find(&set, w->names[op->name]);
+			uint32_t n = 0;
+			if (t)
+				gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, 256, &n);
+			sink += n;
+			calls++;
+		}
+	double dt = wall_s() - t0;
+	(void)sink;
+	gmx_tpl_set_free(&set);
+	return calls ? dt * 1e9 / (double)calls : 0;
+}
+
+static json_t *accuracy_row(const char *what, const gmx_sim_msched_stats_t *a, int print)
+{
+	uint64_t n = a->launches[0] + a->launches[1] + a->launches[2] + a->launches[3];
+	double sh[4];
+	for (int i = 0; i < 4; i++)
+		sh[i] = n ? 100.0 * (double)a->launches[i] / (double)n : 0;
+	if (print)
+		printf("%-34s %8llu %7.3f%% %7.3f%% %6.1f %6.1f %6.1f %6.1f\n", what, (unsigned long long)n,
+		       a->false_negative_pct, a->false_positive_pct, sh[1], sh[2], sh[3], sh[0]);
+	json_t *o = json_object();
+	json_object_set_new(o, "workload", json_string(what));
+	json_object_set_new(o, "launches", json_integer((json_int_t)n));
+	json_object_set_new(o, "false_negative_pct", json_real(a->false_negative_pct));
+	json_object_set_new(o, "false_positive_pct", json_real(a->false_positive_pct));
+	json_object_set_new(o, "t1_pct", json_real(sh[1]));
+	json_object_set_new(o, "t2_pct", json_real(sh[2]));
+	json_object_set_new(o, "t3_pct", json_real(sh[3]));
+	json_object_set_new(o, "other_pct", json_real(sh[0]));
+	return o;
+}
+
+/* Template accuracy on every workload kind, and cross-size generalisation. */
+static json_t *bench_accuracy(const char *shared, int print)
+{
+	json_t *rows = json_array();
+	if (print)
+		printf("\nprediction accuracy (templates learned from one unit; 4 KB pages; launches per unit)\n"
+		       "%-34s %8s %8s %8s %6s %6s %6s %6s\n", "workload", "kernels", "FN", "FP", "T1%", "T2%", "T3%",
+		       "other%");
+	struct {
+		const char *label, *kind, *k1, *v1, *k2, *v2; /* learn on v1, apply to v2 when k2 */
+	} cases[] = {
+		{"llm-decode (llama3-8b-int8)", "llm-decode", "model", "llama3-8b-int8", NULL, NULL},
+		{"llm-decode ctx 1024 -> 2048", "llm-decode", "context", "1024", "context", "2048"},
+		{"vector-add", "vector-add", "footprint", "2G", NULL, NULL},
+		{"vector-add n 1M -> 4M", "vector-add", "n", "1048576", "n", "4194304"},
+		{"matmul n 1024 -> 2048", "matmul", "n", "1024", "n", "2048"},
+		{"dwt2d", "dwt2d", "footprint", "1G", NULL, NULL},
+		{"dwt2d 256M -> 1G", "dwt2d", "footprint", "256M", "footprint", "1G"},
+		{"hotspot", "hotspot", "footprint", "1G", NULL, NULL},
+		{"cfd", "cfd", "footprint", "1G", NULL, NULL},
+		{"nn", "nn", "footprint", "1G", NULL, NULL},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		gmx_workload_t a = {0}, b = {0};
+		char msg[256];
+		gmx_param_t p1 = {cases[i].k1, cases[i].v1}, p2 = {cases[i].k2, cases[i].v2};
+		int rc = gmx_gen_build(cases[i].kind, &p1, 1, ".", &a, msg, sizeof(msg));
+		if (!rc && cases[i].k2)
+			rc = gmx_gen_build(cases[i].kind, &p2, 1, ".", &b, msg, sizeof(msg));
+		gmx_sim_msched_stats_t st;
+		if (!rc && !gmx_msched_accuracy(&a, cases[i].k2 ? &b : &a, 0, &st))
+			json_array_append_new(rows, accuracy_row(cases[i].label, &st, print));
+		else if (print)
+			printf("%-34s (could not build: %s)\n", cases[i].label, msg);
+		gmx_workload_free(&a);
+		gmx_workload_free(&b);
+	}
+	static const char *const reef[] = {"resnet152", "resnet", "resnet18", "vgg", "alexnet", "mobilenet", "bert"};
+	for (size_t i = 0; i < sizeof(reef) / sizeof(reef[0]); i++) {
+		char path[2200], label[64], msg[256];
+		snprintf(path, sizeof(path), "%s/traces/reef/%s/%s.json", shared, reef[i], reef[i]);
+		snprintf(label, sizeof(label), "reef %s", reef[i]);
+		gmx_workload_t a = {0};
+		gmx_param_t p = {"graph", path};
+		gmx_sim_msched_stats_t st, wa;
+		if (!gmx_gen_build("reef", &p, 1, ".", &a, msg, sizeof(msg)) && !gmx_msched_accuracy(&a, &a, 0, &st)) {
+			json_array_append_new(rows, accuracy_row(label, &st, print));
+			if (!gmx_msched_accuracy(&a, &a, 1, &wa)) {
+				snprintf(label, sizeof(label), "reef %s, whole allocations", reef[i]);
+				json_array_append_new(rows, accuracy_row(label, &wa, print));
+			}
+		} else if (print) {
+			printf("%-34s (not available: %s)\n", label, msg);
+		}
+		gmx_workload_free(&a);
+	}
+	if (print)
+		printf("%-34s imported traces record no launch arguments: templates cannot apply (all launches "
+		       "fall back to demand paging)\n", "imported traces (kineto, hta)");
+	return rows;
+}
+
+int gmx_bench_msched(const char *dir, int quick, int json);
+
+int gmx_bench_msched(const char *dir, int quick, int json)
+{
+	static const char *const mixes[] = {"a", "b", "c", "d"};
+	static const char *const pcts[] = {"150", "200", "300"};
+	int print = !json;
+	json_t *root = json_object(), *rows = json_array();
+	double sp_abc[3] = {0}, sp_d[3] = {0};
+	int n_abc[3] = {0};
+	if (print)
+		printf("%-9s %7s %7s %7s %7s %7s %7s %7s %7s %8s %7s %7s %7s\n", "scenario", "um", "um-long", "msched",
+		       "whole", "serial", "fifo", "ideal", "ms/um", "ms/ideal", "in/idl", "whole", "fifo");
+	gmx_sim_result_t *r = calloc(M_COUNT, sizeof(*r));
+	if (!r)
+		return 1;
+	int64_t mem_slice = GMX_MSCHED_SLICE_NS_DEFAULT;
+	for (int mx = 0; mx < 4; mx++)
+		for (int p = 0; p < 3; p++) {
+			if (quick && p)
+				continue;
+			char path[1024], err[1024];
+			snprintf(path, sizeof(path), "%s/msched/%s-%s.ini", dir, mixes[mx], pcts[p]);
+			gmx_scenario_t sc;
+			if (gmx_scenario_load(path, &sc, err, sizeof(err))) {
+				fprintf(stderr, "gpumux bench msched: %s\n", err);
+				free(r);
+				json_decref(root);
+				json_decref(rows);
+				return 1;
+			}
+			mem_slice = sc.mem_slice_ns;
+			int rc = 0;
+			for (int m = 0; m < M_COUNT && !rc; m++)
+				rc = run_mode(&sc, m, sc.mem_slice_ns, &r[m]);
+			gmx_scenario_free(&sc);
+			if (rc) {
+				free(r);
+				json_decref(root);
+				json_decref(rows);
+				return 1;
+			}
+			double ret[M_COUNT];
+			for (int m = 0; m < M_COUNT; m++)
+				ret[m] = mean_retained(&r[m], &r[M_INMEM]);
+			double sp = ret[M_UM] > 0 ? ret[M_MS] / ret[M_UM] : 0;
+			double fi = ret[M_IDEAL] > 0 ? ret[M_MS] / ret[M_IDEAL] : 0;
+			double ib = r[M_IDEAL].h2d_bytes ? (double)r[M_MS].h2d_bytes / (double)r[M_IDEAL].h2d_bytes : 0;
+			double wb = r[M_MS].h2d_bytes ? (double)r[M_WHOLE].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
+			double fb = r[M_MS].h2d_bytes ? (double)r[M_FIFO].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
+			if (mx == 3)
+				sp_d[p] = sp;
+			else {
+				sp_abc[p] += sp;
+				n_abc[p]++;
+			}
+			if (print)
+				printf("%s-%-7s %6.2f%% %6.2f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.2fx %7.1f%% %6.2fx "
+				       "%6.2fx %6.2fx\n",
+				       mixes[mx], pcts[p], 100 * ret[M_UM], 100 * ret[M_UMLONG], 100 * ret[M_MS],
+				       100 * ret[M_WHOLE], 100 * ret[M_SERIAL], 100 * ret[M_FIFO], 100 * ret[M_IDEAL], sp,
+				       100 * fi, ib, wb, fb);
+			json_t *row = json_object();
+			char name[16];
+			snprintf(name, sizeof(name), "%s-%s", mixes[mx], pcts[p]);
+			json_object_set_new(row, "scenario", json_string(name));
+			json_t *rt = json_object(), *by = json_object();
+			for (int m = 1; m < M_COUNT; m++) {
+				json_object_set_new(rt, modes[m], json_real(ret[m]));
+				json_object_set_new(by, modes[m], json_integer((json_int_t)r[m].h2d_bytes));
+			}
+			json_object_set_new(row, "of_inmem", rt);
+			json_object_set_new(row, "h2d_bytes", by);
+			json_object_set_new(row, "msched_over_um", json_real(sp));
+			json_object_set_new(row, "msched_of_ideal", json_real(fi));
+			json_object_set_new(row, "msched_bytes_over_ideal", json_real(ib));
+			json_object_set_new(row, "false_negative_pct", json_real(r[M_MS].msched.false_negative_pct));
+			json_object_set_new(row, "false_positive_pct", json_real(r[M_MS].msched.false_positive_pct));
+			json_object_set_new(row, "fallback_faults", json_integer((json_int_t)r[M_MS].faults));
+			json_array_append_new(rows, row);
+		}
+	json_object_set_new(root, "mem_slice_ms", json_real((double)mem_slice / 1e6));
+	json_object_set_new(root, "mixes", rows);
+	static const double paper_abc[3] = {11.05, 9.35, 7.52}, paper_d[3] = {57.88, 44.79, 33.60};
+	json_t *summary = json_array();
+	if (print)
+		printf("\n%-28s %10s %10s\n", "msched over um", "gpumux", "paper");
+	for (int p = 0; p < 3; p++) {
+		if (quick && p)
+			continue;
+		double abc = n_abc[p] ? sp_abc[p] / n_abc[p] : 0;
+		if (print) {
+			printf("A-C mean at %s%%%14s %9.2fx %9.2fx\n", pcts[p], "", abc, paper_abc[p]);
+			printf("D at %s%%%21s %9.2fx %9.2fx\n", pcts[p], "", sp_d[p], paper_d[p]);
+		}
+		json_t *o = json_object();
+		json_object_set_new(o, "pct", json_integer(atoi(pcts[p])));
+		json_object_set_new(o, "abc_speedup", json_real(abc));
+		json_object_set_new(o, "d_speedup", json_real(sp_d[p]));
+		json_object_set_new(o, "paper_abc", json_real(paper_abc[p]));
+		json_object_set_new(o, "paper_d", json_real(paper_d[p]));
+		json_array_append_new(summary, o);
+	}
+	json_object_set_new(root, "speedups", summary);
+	/* The microbenchmark. */
+	static const char *const micro[] = {"100", "200", "300"};
+	json_t *mic = json_array();
+	if (print)
+		printf("\n%-10s %9s %9s %9s %9s\n", "micro", "um", "msched", "ideal", "ms/um");
+	for (int p = 0; p < 3; p++) {
+		char path[1024], err[1024];
+		snprintf(path, sizeof(path), "%s/msched/micro-%s.ini", dir, micro[p]);
+		gmx_scenario_t sc;
+		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
+			break;
+		int ms[4] = {M_INMEM, M_UM, M_MS, M_IDEAL}, rc = 0;
+		for (int k = 0; k < 4 && !rc; k++)
+			rc = run_mode(&sc, ms[k], sc.mem_slice_ns, &r[ms[k]]);
+		gmx_scenario_free(&sc);
+		if (rc)
+			break;
+		double u = mean_retained(&r[M_UM], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
+		       i = mean_retained(&r[M_IDEAL], &r[M_INMEM]);
+		if (print)
+			printf("micro-%-4s %8.2f%% %8.2f%% %8.2f%% %8.2fx\n", micro[p], 100 * u, 100 * m, 100 * i,
+			       u > 0 ? m / u : 0);
+		json_t *o = json_object();
+		json_object_set_new(o, "pct", json_integer(atoi(micro[p])));
+		json_object_set_new(o, "um", json_real(u));
+		json_object_set_new(o, "msched", json_real(m));
+		json_object_set_new(o, "ideal", json_real(i));
+		json_array_append_new(mic, o);
+	}
+	json_object_set_new(root, "micro", mic);
+	if (print)
+		printf("(paper: 9.67x at 200%%, 43.4%% of inmem kept at 300%%, 99.41%% at 100%%)\n");
+	/* Slice sweep on mix D at 200%. */
+	static const double slices_ms[] = {1, 10, 50, 200, 1000};
+	json_t *sw = json_array();
+	if (print)
+		printf("\nslice sweep, mix D at 200%% (of inmem at the 2 ms GPU slice; wait = the longest a newly\n"
+		       "ready high-priority task waits for the device: (tasks - 1) x slice)\n%-9s %9s %9s %9s %10s\n",
+		       "slice", "um-long", "msched", "ideal", "hp wait");
+	for (size_t k = 0; k < sizeof(slices_ms) / sizeof(slices_ms[0]); k++) {
+		if (quick && (k == 0 || k == 4))
+			continue;
+		char path[1024], err[1024];
+		snprintf(path, sizeof(path), "%s/msched/d-200.ini", dir);
+		gmx_scenario_t sc;
+		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
+			break;
+		int64_t sl = (int64_t)llround(slices_ms[k] * 1e6);
+		int ms[4] = {M_INMEM, M_UMLONG, M_MS, M_IDEAL}, rc = 0;
+		for (int q = 0; q < 4 && !rc; q++)
+			rc = run_mode(&sc, ms[q], sl, &r[ms[q]]);
+		uint32_t nt = sc.n_tasks;
+		gmx_scenario_free(&sc);
+		if (rc)
+			break;
+		double u = mean_retained(&r[M_UMLONG], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
+		       i = mean_retained(&r[M_IDEAL], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
+		if (print)
+			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %7.0f ms\n", slices_ms[k], 100 * u, 100 * m, 100 * i, wait);
+		json_t *o = json_object();
+		json_object_set_new(o, "slice_ms", json_real(slices_ms[k]));
+		json_object_set_new(o, "um", json_real(u));
+		json_object_set_new(o, "msched", json_real(m));
+		json_object_set_new(o, "ideal", json_real(i));
+		json_object_set_new(o, "hp_wait_ms", json_real(wait));
+		json_array_append_new(sw, o);
+	}
+	json_object_set_new(root, "slice_sweep_d200", sw);
+	free(r);
+	char shared[1024];
+	snprintf(shared, sizeof(shared), "%s/../../shared", dir); /* ../shared beside the repository */
+	json_object_set_new(root, "accuracy", bench_accuracy(shared, print));
+	/* Predictor speed on the largest kernel list. */
+	gmx_workload_t w = {0};
+	char msg[256];
+	gmx_param_t p = {"model", "llama3-8b-int8"};
+	double ns = -1;
+	if (!gmx_gen_build("llm-decode", &p, 1, ".", &w, msg, sizeof(msg)))
+		ns = predict_ns(&w);
+	gmx_workload_free(&w);
+	if (print)
+		printf("\ntemplate prediction: %.0f ns per launch (llama3-8b decode kernels; target < 1000 ns)\n", ns);
+	json_object_set_new(root, "predict_ns_per_launch", json_real(ns));
+	json_object_set_new(root, "quick", json_boolean(quick));
+	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
+	printf("%s%s\n", print ? "\n" : "", s ? s : "{}");
+	free(s);
+	json_decref(root);
+	return 0;
+}
