@@ -163,6 +163,15 @@ static int hp_level(const gmx_policy_t *s)
 
 int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t now, int64_t gap_ns, uint32_t *task)
 {
+	/* Work already placed in the gap counts against it: concurrent lower
+	 * kernels would slow each other, so the gap is budgeted as if serial. */
+	int64_t placed = 0;
+	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++)
+		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+			int64_t b = s->task[s->level[l][k]].busy_until - now;
+			if (b > placed)
+				placed = b;
+		}
 	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++) {
 		int64_t best = -1;
 		for (uint32_t k = 0; k < s->level_n[l]; k++) {
@@ -173,11 +182,9 @@ int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t now, int64_t ga
 			int64_t d = head_pred(s, t);
 			if (d < 0)
 				continue;
-			/* after the task's own in-flight work (one stream), a context switch in
-			 * (unless this task holds the GPU) and one back out */
-			int64_t cost = d + s->params.switch_ns * (s->last_task == (int)ti ? 1 : 2);
-			if (t->busy_until > now)
-				cost += t->busy_until - now;
+			/* after the work already placed, a context switch in (unless this
+			 * task holds the GPU) and one back out */
+			int64_t cost = placed + d + s->params.switch_ns * (s->last_task == (int)ti ? 1 : 2);
 			if (cost <= gap_ns && d > best) {
 				best = d;
 				*task = ti;
