@@ -1,0 +1,321 @@
+/* Templates (learn, predict, profile text), the planner against a brute-force
+ * optimum, and msched's guarantee that no kernel starts with a predicted page
+ * missing except through the counted demand-paging fallback. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gpumux/mplan.h"
+#include "gpumux/template.h"
+#include "msched.h"
+#include "sim.h"
+#include "sim_testutil.h"
+
+#define BASE 0x7f0000000000ull
+
+static void learn_one(gmx_tpl_learner_t *l, const char *name, gmx_arg_t *args, uint32_t na, const gmx_tpl_range_t *r,
+		      uint32_t nr)
+{
+	gmx_tpl_launch_t x = {.name = name, .args = args, .n_args = na, .grid = {1, 1, 1}, .block = {256, 1, 1},
+			      .ranges = r, .n_ranges = nr};
+	assert_int_equal(gmx_tpl_learn(l, &x), 0);
+}
+
+/* T2 in one argument, T3 rows, T1, and a struct argument split into words. */
+static void test_template_kinds(void **state)
+{
+	(void)state;
+	gmx_tpl_learner_t *l;
+	assert_int_equal(gmx_tpl_learner_create(&l), 0);
+	for (uint64_t n = 1000; n <= 3000; n += 1000) {
+		/* vadd(a, b, n): a gets 4n bytes (T2), b a fixed 64 KB (T1) */
+		gmx_arg_t a[3] = {{BASE, 1, 8}, {BASE + (1ull << 30), 1, 8}, {n, 0, 4}};
+		gmx_tpl_range_t r[2] = {{BASE, 4 * n}, {BASE + (1ull << 30), 65536}};
+		learn_one(l, "vadd", a, 3, r, 2);
+		/* rows(p, rows, pitch): `rows` chunks of 1 KB, pitch bytes apart (T3) */
+		uint64_t pitch = 8192 * (n / 1000), rows = 4 + n / 1000;
+		gmx_arg_t b[3] = {{BASE, 1, 8}, {rows, 0, 4}, {pitch, 0, 4}};
+		gmx_tpl_range_t rr[8];
+		for (uint64_t i = 0; i < rows; i++)
+			rr[i] = (gmx_tpl_range_t){BASE + i * pitch, 1024};
+		learn_one(l, "rows", b, 3, rr, (uint32_t)rows);
+		/* packed(p, {m, k}): m x k x 2 bytes from a struct passed by value */
+		uint64_t m = n / 1000 + 1, k = 64;
+		gmx_arg_t c[2] = {{BASE, 1, 8}, {m | (k << 32), 0, 8}};
+		gmx_tpl_range_t rc[1] = {{BASE, m * k * 2}};
+		learn_one(l, "packed", c, 2, rc, 1);
+	}
+	gmx_tpl_set_t set;
+	assert_int_equal(gmx_tpl_learner_finish(l, &set), 0);
+	gmx_tpl_learner_destroy(l);
+	assert_int_equal(set.n, 3);
+	const gmx_tpl_t *v = gmx_tpl_find(&set, "vadd"), *rw = gmx_tpl_find(&set, "rows"), *pk = gmx_tpl_find(&set, "packed");
+	assert_non_null(v);
+	assert_non_null(rw);
+	assert_non_null(pk);
+	assert_int_equal(v->kind, GMX_TPL_T2);
+	assert_int_equal(rw->kind, GMX_TPL_T3);
+	assert_int_equal(pk->kind, GMX_TPL_T2);
+	/* Unseen arguments: predicted from the arguments alone, page-aligned. */
+	gmx_arg_t a[3] = {{BASE + 4096, 1, 8}, {BASE + (1ull << 31), 1, 8}, {100000, 0, 4}};
+	gmx_tpl_range_t out[16];
+	uint32_t n, grid[3] = {1, 1, 1}, block[3] = {256, 1, 1};
+	assert_int_equal(gmx_tpl_predict(v, a, 3, grid, block, out, 16, &n), 0);
+	assert_int_equal(n, 2);
+	assert_true(out[0].addr == BASE + 4096 && out[0].length == ((400000 + 4095) & ~4095ull));
+	assert_true(out[1].addr == BASE + (1ull << 31) && out[1].length == 65536);
+	gmx_arg_t b[3] = {{BASE, 1, 8}, {5, 0, 4}, {65536, 0, 4}};
+	assert_int_equal(gmx_tpl_predict(rw, b, 3, grid, block, out, 16, &n), 0);
+	assert_int_equal(n, 5);
+	assert_true(out[4].addr == BASE + 4 * 65536 && out[4].length == 4096);
+	gmx_arg_t c[2] = {{BASE, 1, 8}, {10 | (64ull << 32), 0, 8}};
+	assert_int_equal(gmx_tpl_predict(pk, c, 2, grid, block, out, 16, &n), 0);
+	assert_true(n == 1 && out[0].length == 4096);
+	/* A layout the template does not know: no prediction (demand paging). */
+	assert_int_equal(gmx_tpl_predict(v, a, 2, grid, block, out, 16, &n), -ENOENT);
+	assert_int_equal(gmx_tpl_predict(rw, b, 3, grid, block, out, 2, &n), -ENOSPC);
+	assert_int_equal(n, 5);
+
+	/* Profile text round trip. */
+	char *text, *again, err[128];
+	assert_int_equal(gmx_tpl_format(&set, &text), 0);
+	gmx_tpl_set_t back;
+	assert_int_equal(gmx_tpl_parse(text, &back, err, sizeof(err)), 0);
+	assert_int_equal(gmx_tpl_format(&back, &again), 0);
+	assert_string_equal(text, again);
+	assert_non_null(strstr(text, "a1.lo"));
+	free(text);
+	free(again);
+	gmx_tpl_set_free(&back);
+	gmx_tpl_set_free(&set);
+	assert_int_equal(gmx_tpl_parse("gpumux-templates 2\n", &back, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "line 1"));
+	assert_int_equal(gmx_tpl_parse("gpumux-templates 1\nkernel 1 8 T1 k\nterm a0 size=1/1\nend\n", &back, err,
+				       sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "line 3"));
+}
+
+/* A range that starts at no argument (pointer chasing) leaves the kernel
+ * without a template. */
+static void test_template_uncovered(void **state)
+{
+	(void)state;
+	gmx_tpl_learner_t *l;
+	assert_int_equal(gmx_tpl_learner_create(&l), 0);
+	gmx_arg_t a[1] = {{BASE, 1, 8}};
+	gmx_tpl_range_t r[1] = {{BASE + 123 * 4096, 4096}};
+	learn_one(l, "chase", a, 1, r, 1);
+	gmx_tpl_set_t set;
+	assert_int_equal(gmx_tpl_learner_finish(l, &set), 0);
+	gmx_tpl_learner_destroy(l);
+	assert_null(gmx_tpl_find(&set, "chase"));
+	gmx_tpl_set_free(&set);
+}
+
+/* ---- planner vs brute force ----------------------------------------------- */
+
+#define BF_UNITS 6
+#define BF_SLICES 9
+
+typedef struct bf_case {
+	uint32_t cap, n_slices;
+	uint8_t need[BF_SLICES][BF_UNITS]; /* slice s needs unit u */
+	uint8_t res0[BF_UNITS];
+} bf_case_t;
+
+static uint32_t popc(uint32_t x)
+{
+	return (uint32_t)__builtin_popcount(x);
+}
+
+/* Fewest loads to serve slices s.. from resident set `res` (bitmask). */
+static uint32_t brute(const bf_case_t *c, uint32_t s, uint32_t res)
+{
+	if (s == c->n_slices)
+		return 0;
+	uint32_t need = 0;
+	for (uint32_t u = 0; u < BF_UNITS; u++)
+		need |= (uint32_t)c->need[s][u] << u;
+	uint32_t miss = need & ~res, best = UINT32_MAX;
+	uint32_t after = res | need;
+	/* Every subset of the evictable (resident, not needed now) that leaves room. */
+	uint32_t evictable = res & ~need;
+	for (uint32_t v = evictable;; v = (v - 1) & evictable) {
+		if (popc(after & ~v) <= c->cap) {
+			uint32_t r = popc(miss) + brute(c, s + 1, after & ~v);
+			if (r < best)
+				best = r;
+		}
+		if (!v)
+			break;
+	}
+	return best;
+}
+
+static uint32_t with_planner(const bf_case_t *c)
+{
+	gmx_mplan_t *p;
+	assert_int_equal(gmx_mplan_create(BF_UNITS, &p), 0);
+	uint8_t res[BF_UNITS];
+	memcpy(res, c->res0, sizeof(res));
+	uint32_t loads = 0;
+	for (uint32_t s = 0; s < c->n_slices; s++) {
+		uint32_t first[BF_SLICES + 1], need[BF_SLICES * BF_UNITS], nn = 0, k = 0;
+		for (uint32_t t = s; t < c->n_slices; t++, k++) {
+			first[k] = nn;
+			for (uint32_t u = 0; u < BF_UNITS; u++)
+				if (c->need[t][u])
+					need[nn++] = u;
+		}
+		first[k] = nn;
+		gmx_mplan_timeline_t tl = {k, first, need};
+		uint32_t resident[BF_UNITS], nr = 0, evict[BF_UNITS], load[BF_UNITS], n_load, n_keep;
+		for (uint32_t u = 0; u < BF_UNITS; u++)
+			if (res[u])
+				resident[nr++] = u;
+		assert_int_equal(gmx_mplan_switch(p, &tl, resident, nr, res, evict, load, &n_load, &n_keep), 0);
+		uint32_t used = nr, e = 0;
+		for (uint32_t i = 0; i < n_load; i++) {
+			while (used >= c->cap) {
+				assert_true(e < nr - n_keep); /* never the next slice's own units */
+				res[evict[e++]] = 0;
+				used--;
+			}
+			res[load[i]] = 1;
+			used++;
+			loads++;
+		}
+	}
+	gmx_mplan_destroy(p);
+	return loads;
+}
+
+static void test_planner_bruteforce(void **state)
+{
+	(void)state;
+	uint64_t seed = 12345;
+	for (int trial = 0; trial < 300; trial++) {
+		bf_case_t c = {0};
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		c.cap = 2 + (uint32_t)((seed >> 33) % 3);
+		c.n_slices = 4 + (uint32_t)((seed >> 40) % (BF_SLICES - 3));
+		for (uint32_t s = 0; s < c.n_slices; s++) {
+			uint32_t got = 0;
+			for (uint32_t u = 0; u < BF_UNITS; u++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				if ((seed >> 60) < 6 && got < c.cap) {
+					c.need[s][u] = 1;
+					got++;
+				}
+			}
+		}
+		for (uint32_t u = 0; u < c.cap; u++)
+			c.res0[u] = 1;
+		uint32_t res0 = (1u << c.cap) - 1;
+		assert_int_equal(with_planner(&c), brute(&c, 0, res0));
+	}
+}
+
+static void test_timeline_order(void **state)
+{
+	(void)state;
+	int prio[5] = {1, 0, 1, 0, 1};
+	uint8_t run[5] = {1, 1, 1, 1, 0};
+	uint32_t out[5];
+	uint32_t n = gmx_timeline_order(prio, run, 5, 2, out);
+	assert_int_equal(n, 4);
+	assert_int_equal(out[0], 2);
+	assert_int_equal(out[1], 3); /* priority 0 first, round robin after 2 */
+	assert_int_equal(out[2], 1);
+	assert_int_equal(out[3], 0);
+}
+
+/* ---- the memory mode ---------------------------------------------------------- */
+
+static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, gmx_sim_result_t *res)
+{
+	gmx_sim_task_t tasks[4];
+	char names[4][8];
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%u", i);
+		tasks[i] = (gmx_sim_task_t){.name = names[i], .workload = &w[i]};
+	}
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = 20000000;
+	gmx_sim_config_t cfg = {.device = gmx_preset_find("rtx5080"), .capacity_bytes = cap, .mem = mem,
+				.policy = gmx_sched_find("timeline"), .sched = p, .duration_ns = 500000000,
+				.seed = 1, .tasks = tasks, .n_tasks = n};
+	char err[256];
+	assert_int_equal(gmx_sim_run(&cfg, res, err, sizeof(err)), 0);
+}
+
+/* Exact templates: every kernel starts with its predicted pages in, and
+ * nothing faults; the ablations run too. */
+static void test_msched_no_missing(void **state)
+{
+	(void)state;
+	gmx_workload_t w[3];
+	for (int i = 0; i < 3; i++)
+		tu_sweep(&w[i], "sweep", 256ull << 20, 32, 16ull << 20, 200000, 5000);
+	gmx_sim_result_t *r = calloc(1, sizeof(*r));
+	for (int m = GMX_MEM_MSCHED; m <= GMX_MEM_MSCHED_FIFO; m++) {
+		run_sim(w, 3, 512ull << 20, (gmx_mem_mode_t)m, r);
+		assert_true(r->msched.valid);
+		assert_int_equal(r->msched.predicted_missing, 0);
+		assert_true(r->msched.false_negative_pct == 0);
+		if (m == GMX_MEM_MSCHED_WHOLEALLOC)
+			assert_true(r->msched.false_positive_pct > 90); /* 16 MB of each 256 MB buffer touched */
+		else
+			assert_true(r->msched.false_positive_pct == 0);
+		assert_int_equal(r->faults, 0);
+		assert_true(r->msched.switches > 3);
+		assert_true(r->tasks[0].units > 0);
+	}
+	free(r);
+	for (int i = 0; i < 3; i++)
+		gmx_workload_free(&w[i]);
+}
+
+/* A kernel whose range starts at no argument: no template, its pages come in
+ * through the fallback, which is counted. */
+static void test_msched_fallback_counted(void **state)
+{
+	(void)state;
+	gmx_workload_t w[2];
+	for (int i = 0; i < 2; i++) {
+		tu_sweep(&w[i], "sweep", 256ull << 20, 16, 16ull << 20, 200000, 5000);
+		/* shift every region one page past its argument: pointer chasing */
+		for (uint32_t k = 0; k < w[i].n_regions; k++)
+			w[i].regions[k].offset = (w[i].regions[k].offset + 4096) % (w[i].buffers[0].size - w[i].regions[k].length);
+	}
+	gmx_sim_result_t *r = calloc(1, sizeof(*r));
+	run_sim(w, 2, 256ull << 20, GMX_MEM_MSCHED, r);
+	assert_true(r->msched.false_negative_pct > 99.0);
+	assert_int_equal(r->msched.launches[GMX_TPL_OTHER], 32); /* both tasks */
+	assert_true(r->faults > 0);
+	assert_int_equal(r->msched.predicted_missing, 0);
+	free(r);
+	for (int i = 0; i < 2; i++)
+		gmx_workload_free(&w[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_template_kinds),
+		cmocka_unit_test(test_template_uncovered),
+		cmocka_unit_test(test_planner_bruteforce),
+		cmocka_unit_test(test_timeline_order),
+		cmocka_unit_test(test_msched_no_missing),
+		cmocka_unit_test(test_msched_fallback_counted),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
