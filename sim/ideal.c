@@ -16,6 +16,7 @@ typedef struct task_index {
 	const gmx_workload_t *w;
 	uint32_t first_big, n_bigs;
 	uint32_t *buf_big;  /* global big page of each buffer's start */
+	uint8_t *buf_unit;  /* big pages per residency unit of each buffer (1..32) */
 	uint32_t *use_off;  /* CSR: uses of local big b are use_op[use_off[b] .. use_off[b+1]) */
 	uint32_t *use_op;
 	int64_t *cum;       /* cum[i] = solo GPU ns before op i; cum[n_ops] = unit length */
@@ -30,6 +31,7 @@ struct gmx_ideal {
 	uint64_t *resident;   /* bitmap over all big pages */
 	int64_t *key;         /* next-use key of each resident big page */
 	uint64_t *stamp;      /* op that last pinned it */
+	uint8_t *ubigs;       /* at a unit's first big page: big pages in the unit; else 0 */
 	uint64_t capacity, used, stamp_now;
 	uint64_t in_bytes, out_bytes;
 	heap_entry_t *pending; /* keys of the running op's pages, pushed after its evictions */
@@ -43,17 +45,37 @@ static int is_gpu_op(uint8_t k)
 	return k == GMX_OP_KERNEL || k == GMX_OP_COPY_H2D || k == GMX_OP_COPY_D2H || k == GMX_OP_MEMSET;
 }
 
-/* Calls fn for each distinct big page (task-local) the op touches. */
-#define FOR_EACH_BIG(m, task, w, op, body)                                                                   \
+/* Runs body with `big` set to the first big page of each residency unit the
+ * op touches (global numbering). A buffer's units are the largest power-of-two
+ * run of big pages, up to a 2 MB chunk, that every region touching the buffer
+ * covers whole: whole-buffer touches move in 2 MB units at 1/32 of the cost of
+ * 64 KB pages, with exactly the same bytes moved. */
+#define FOR_EACH_UNIT(ti, w, op, body)                                                                       \
 	for (uint32_t r_ = 0; r_ < (op)->region_count; r_++) {                                               \
 		const gmx_region_t *g_ = &(w)->regions[(op)->region_first + r_];                             \
-		uint64_t base_ = (uint64_t)(m)->buf_chunk[task][g_->buffer] * GMX_BIGS_PER_CHUNK;            \
-		uint64_t lo_ = base_ + (g_->offset >> GMX_BIG_SHIFT);                                        \
+		uint64_t base_ = (ti)->buf_big[g_->buffer], u_ = (ti)->buf_unit[g_->buffer];                 \
+		uint64_t lo_ = base_ + ((g_->offset >> GMX_BIG_SHIFT) & ~(u_ - 1));                          \
 		uint64_t hi_ = base_ + ((g_->offset + g_->length - 1) >> GMX_BIG_SHIFT);                     \
-		for (uint64_t big = lo_; big <= hi_; big++) {                                                \
+		for (uint64_t big = lo_; big <= hi_; big += u_) {                                            \
 			body                                                                                 \
 		}                                                                                            \
 	}
+
+/* Big pages per unit of each buffer: halve from a 2 MB chunk until every
+ * region touching the buffer starts and ends on a unit boundary (or at the
+ * buffer's end). One pass over the regions. */
+static void units_of(const gmx_workload_t *w, uint8_t *unit)
+{
+	for (uint32_t b = 0; b < w->n_buffers; b++)
+		unit[b] = GMX_BIGS_PER_CHUNK;
+	for (uint32_t r = 0; r < w->n_regions; r++) {
+		const gmx_region_t *g = &w->regions[r];
+		uint64_t u = (uint64_t)unit[g->buffer] << GMX_BIG_SHIFT, end = g->offset + g->length;
+		while (u > GMX_BIG_SIZE && (g->offset % u || (end % u && end != w->buffers[g->buffer].size)))
+			u /= 2;
+		unit[g->buffer] = (uint8_t)(u >> GMX_BIG_SHIFT);
+	}
+}
 
 static void heap_push(task_index_t *ti, int64_t key, uint32_t big)
 {
@@ -118,8 +140,16 @@ static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, 
 	ti->buf_big = calloc(w->n_buffers ? w->n_buffers : 1, sizeof(uint32_t));
 	if (!ti->buf_big)
 		return -ENOMEM;
-	for (uint32_t b = 0; b < w->n_buffers; b++)
+	ti->buf_unit = calloc(w->n_buffers ? w->n_buffers : 1, 1);
+	if (!ti->buf_unit)
+		return -ENOMEM;
+	units_of(w, ti->buf_unit);
+	for (uint32_t b = 0; b < w->n_buffers; b++) {
 		ti->buf_big[b] = m->buf_chunk[task][b] * GMX_BIGS_PER_CHUNK;
+		uint64_t nb = (w->buffers[b].size + GMX_BIG_SIZE - 1) >> GMX_BIG_SHIFT;
+		for (uint64_t i = 0; i < nb; i += ti->buf_unit[b])
+			id->ubigs[ti->buf_big[b] + i] = (uint8_t)(nb - i < ti->buf_unit[b] ? nb - i : ti->buf_unit[b]);
+	}
 	ti->use_off = calloc((size_t)ti->n_bigs + 1, sizeof(uint32_t));
 	ti->cum = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
 	if (!ti->use_off || !ti->cum)
@@ -134,7 +164,7 @@ static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, 
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < w->n_ops; i++) {
 		const gmx_op_t *op = &w->ops[i];
-		FOR_EACH_BIG(m, task, w, op, {
+		FOR_EACH_UNIT(ti, w, op, {
 			uint32_t lb = (uint32_t)(big - ti->first_big);
 			if (last_op[lb] != i) {
 				last_op[lb] = i;
@@ -160,7 +190,7 @@ static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, 
 	memset(last_op, 0xff, (size_t)ti->n_bigs * sizeof(uint32_t));
 	for (uint32_t i = 0; i < w->n_ops; i++) {
 		const gmx_op_t *op = &w->ops[i];
-		FOR_EACH_BIG(m, task, w, op, {
+		FOR_EACH_UNIT(ti, w, op, {
 			uint32_t lb = (uint32_t)(big - ti->first_big);
 			if (last_op[lb] != i) {
 				last_op[lb] = i;
@@ -180,6 +210,10 @@ static int64_t next_use(const task_index_t *ti, uint32_t lb, uint64_t unit, int6
 	if (lo == hi)
 		return NEVER;
 	int64_t U = ti->cum[ti->w->n_ops];
+	/* Pages used once per unit (most of a model's weights): the next use is
+	 * the same op one unit later, no search needed. */
+	if (hi - lo == 1)
+		return (int64_t)(ti->use_op[lo] > op ? unit : unit + 1) * U + ti->cum[ti->use_op[lo]];
 	uint32_t a = lo, b = hi;
 	while (a < b) { /* first use with op index > op */
 		uint32_t mid = a + (b - a) / 2;
@@ -238,7 +272,8 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 	id->resident = calloc((id->n_bigs + 63) / 64 + 1, sizeof(uint64_t));
 	id->key = calloc((size_t)id->n_bigs + 1, sizeof(int64_t));
 	id->stamp = calloc((size_t)id->n_bigs + 1, sizeof(uint64_t));
-	int rc = (!id->resident || !id->key || !id->stamp) ? -ENOMEM : 0;
+	id->ubigs = calloc((size_t)id->n_bigs + 1, 1);
+	int rc = (!id->resident || !id->key || !id->stamp || !id->ubigs) ? -ENOMEM : 0;
 	for (uint32_t t = 0; !rc && t < n; t++)
 		rc = build_index(id, m, t, w[t]);
 	if (rc) {
@@ -250,10 +285,12 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 		task_index_t *ti = &id->t[t];
 		for (uint32_t b = 0; b < w[t]->n_buffers; b++) {
 			uint64_t nb = (w[t]->buffers[b].size + GMX_BIG_SIZE - 1) >> GMX_BIG_SHIFT;
-			for (uint64_t i = 0; i < nb && id->used < id->capacity; i++) {
+			for (uint64_t i = 0; i < nb; i += ti->buf_unit[b]) {
 				uint32_t big = ti->buf_big[b] + (uint32_t)i;
+				if (id->used + id->ubigs[big] > id->capacity)
+					break;
 				set_resident(id, big, next_use(ti, big - ti->first_big, 0, -1));
-				id->used++;
+				id->used += id->ubigs[big];
 			}
 		}
 	}
@@ -267,12 +304,14 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 		return;
 	for (uint32_t t = 0; t < id->n_tasks; t++) {
 		free(id->t[t].buf_big);
+		free(id->t[t].buf_unit);
 		free(id->t[t].use_off);
 		free(id->t[t].use_op);
 		free(id->t[t].cum);
 		free(id->t[t].heap);
 	}
 	free(id->pending);
+	free(id->ubigs);
 	free(id->resident);
 	free(id->key);
 	free(id->stamp);
@@ -340,8 +379,8 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 		heap_pop(ti);
 		id->resident[big >> 6] &= ~(1ull << (big & 63));
 		ti->live--;
-		id->used--;
-		id->out_bytes += GMX_BIG_SIZE;
+		id->used -= id->ubigs[big];
+		id->out_bytes += (uint64_t)id->ubigs[big] << GMX_BIG_SHIFT;
 	}
 	return rc;
 }
@@ -359,10 +398,10 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t r = 0; r < o->region_count; r++) {
 			const gmx_region_t *g = &w->regions[o->region_first + r];
-			uint64_t base = (uint64_t)ti->buf_big[g->buffer];
-			uint64_t lo = base + (g->offset >> GMX_BIG_SHIFT);
+			uint64_t base = (uint64_t)ti->buf_big[g->buffer], u = ti->buf_unit[g->buffer];
+			uint64_t lo = base + ((g->offset >> GMX_BIG_SHIFT) & ~(u - 1));
 			uint64_t hi = base + ((g->offset + g->length - 1) >> GMX_BIG_SHIFT);
-			for (uint64_t b = lo; b <= hi; b++) {
+			for (uint64_t b = lo; b <= hi; b += u) {
 				uint32_t big = (uint32_t)b;
 				if (id->stamp[big] == id->stamp_now)
 					continue;
@@ -371,13 +410,13 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 					continue;
 				int64_t key = next_use(ti, big - ti->first_big, unit, op);
 				if (!here) {
-					while (id->used >= id->capacity)
+					while (id->used + id->ubigs[big] > id->capacity)
 						if (evict_one(id, progress))
 							return -ENOSPC;
 					id->resident[big >> 6] |= 1ull << (big & 63);
 					ti->live++;
-					id->used++;
-					id->in_bytes += GMX_BIG_SIZE;
+					id->used += id->ubigs[big];
+					id->in_bytes += (uint64_t)id->ubigs[big] << GMX_BIG_SHIFT;
 				}
 				defer_key(id, big, key);
 				id->stamp[big] = id->stamp_now;
