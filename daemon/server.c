@@ -932,7 +932,7 @@ static void check_liveness(int64_t now)
         if (c->used && !c->dead && c->cut) {
             S.cut_off++;
             char why[160];
-            snprintf(why, sizeof why, "cut off: %s", c->cut_reason);
+            snprintf(why, sizeof why, "cut off: %.140s", c->cut_reason);
             drop_client(c, why);
         }
     }
