@@ -99,6 +99,7 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cv_work, cv_done;
     gmx_sq *queues;
+    gmx_sq *retired; /* destroyed streams' queues, kept as shells (see gmx_shim_stream_forget) */
     uint64_t seq;
     size_t queued;      /* commands in all queues */
     int inflight, inflight_max;
@@ -1031,6 +1032,8 @@ void gmx_shim_stream_forget(CUstream s)
         q->ctx = NULL;
         q->npool = 0;
         q->kind = SQ_NONBLOCKING;
+        q->next = g.retired;
+        g.retired = q;
         g.gen++;
     }
     pthread_mutex_unlock(&g.lock);

@@ -242,7 +242,7 @@ static void test_timeline_order(void **state)
 static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, gmx_sim_result_t *res)
 {
 	gmx_sim_task_t tasks[4];
-	char names[4][8];
+	char names[4][16];
 	for (uint32_t i = 0; i < n; i++) {
 		snprintf(names[i], sizeof(names[i]), "t%u", i);
 		tasks[i] = (gmx_sim_task_t){.name = names[i], .workload = &w[i]};
