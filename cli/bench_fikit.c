@@ -153,7 +153,7 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 			path, strerror(errno));
 		return 1;
 	}
-	char *files[64];
+	char *files[64] = {0};
 	int nf = 0;
 	struct dirent *de;
 	while ((de = readdir(d)) && nf < 64) {

@@ -338,7 +338,7 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 		if (t->host_wait && !t->queue.head && !t->inflight)
 			ctx = GMX_KPROF_AFTER_SYNC(ctx);
 		if (s->params.profile_learn && t->prof) {
-			uint32_t r = (uint32_t)(cmd->seq % s->params.inflight_max);
+			uint32_t r = s->params.inflight_max ? (uint32_t)(cmd->seq % s->params.inflight_max) : 0;
 			int64_t began = t->sub_t[r];
 			if (t->prev_done > began)
 				began = t->prev_done;

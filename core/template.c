@@ -373,7 +373,7 @@ static int fit_kernel(const kern_t *k, gmx_tpl_t *out, uint32_t *idx, uint64_t *
 	/* Integer features: not addresses, and not zero anywhere (a zero factor
 	 * cannot explain a non-empty range). */
 	fit_ctx_t c = {.k = k};
-	for (uint16_t f = 0; f < n_features(k->n_args); f++) {
+	for (uint32_t f = 0; f < n_features(k->n_args); f++) {
 		if (f < 3 * k->n_args && ((used >> (f / 3)) & 1))
 			continue;
 		if (f < 3 * k->n_args && f % 3 && k->size[f / 3] != 8)

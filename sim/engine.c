@@ -262,7 +262,7 @@ static void spatial_begin(sim_t *s, scmd_t *x)
 {
 	if (s->n_run == s->cap_run) {
 		uint32_t nc = s->cap_run ? 2 * s->cap_run : 16;
-		scmd_t **p = realloc(s->run, nc * sizeof(*p));
+		scmd_t **p = realloc(s->run, nc * sizeof(*p)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 		if (!p) {
 			fail(s, -ENOMEM, "out of memory for running kernels");
 			return;

@@ -1266,6 +1266,7 @@ SI_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *dptr = (CUdeviceptr)(uintptr_t)p;
+    // cppcheck-suppress memleak ; res is owned by the allocation record (a->resident)
     return CUDA_SUCCESS;
 }
 
