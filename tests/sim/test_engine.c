@@ -110,10 +110,12 @@ static void ideal_lies_between_um_and_inmem_and_conserves_bytes(void **state)
 	assert_true(um < id);
 	assert_true(id <= 3.0001);
 	assert_true(r[1].faults > 0);
-	/* Everything moved in beyond the warm start was moved out again or is resident. */
-	assert_true(r[1].h2d_bytes >= r[1].d2h_bytes);
-	assert_true(r[1].h2d_bytes - r[1].d2h_bytes <= r[1].capacity_bytes);
-	assert_true(r[2].h2d_bytes - r[2].d2h_bytes <= r[2].capacity_bytes);
+	/* Conservation (checked exactly inside every run): what left the device was
+	 * resident at the start or moved in since, and what stayed fits. */
+	for (int m = 1; m <= 2; m++) {
+		assert_true(r[m].d2h_bytes <= r[m].h2d_bytes + r[m].capacity_bytes);
+		assert_true(r[m].h2d_bytes <= r[m].d2h_bytes + r[m].capacity_bytes);
+	}
 	gmx_workload_free(&a);
 	gmx_workload_free(&b);
 	gmx_workload_free(&d);
