@@ -133,6 +133,33 @@ int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
  * page-aligned, clipped to buffers. Returns the template kind, or -ENOMEM. */
 typedef int (*emit_fn)(void *ctx, uint32_t buf, uint64_t off, uint64_t len);
 
+/* A launch no template covers: the whole allocations its pointer arguments
+ * point into are the prediction, as on a real GPU (DESIGN.md, "Memory on a
+ * real GPU"); whatever they miss goes through demand paging. Counted as
+ * "other" (no template). */
+static int predict_whole_args(const gmx_workload_t *w, const gmx_op_t *op, emit_fn emit, void *ctx)
+{
+	for (uint32_t a = 0; a < op->arg_count; a++) {
+		const gmx_arg_t *g = &w->args[op->arg_first + a];
+		if (!g->is_pointer)
+			continue;
+		int64_t b = gmx_workload_find_buffer(w, g->value);
+		if (b < 0)
+			continue;
+		int dup = 0; /* the same allocation through two arguments: once */
+		for (uint32_t k = 0; k < a && !dup; k++) {
+			const gmx_arg_t *h = &w->args[op->arg_first + k];
+			dup = h->is_pointer && gmx_workload_find_buffer(w, h->value) == b;
+		}
+		if (dup)
+			continue;
+		int rc = emit(ctx, (uint32_t)b, 0, w->buffers[b].size);
+		if (rc)
+			return rc;
+	}
+	return GMX_TPL_OTHER;
+}
+
 static int predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const gmx_op_t *op, int wholealloc,
 		      emit_fn emit, void *ctx)
 {
@@ -146,7 +173,7 @@ static int predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const g
 	}
 	const gmx_tpl_t *t = op->kind == GMX_OP_KERNEL ? gmx_tpl_find(set, w->names[op->name]) : NULL;
 	if (!t)
-		return GMX_TPL_OTHER;
+		return op->kind == GMX_OP_KERNEL ? predict_whole_args(w, op, emit, ctx) : GMX_TPL_OTHER;
 	gmx_tpl_range_t small[64], *out = small;
 	uint32_t n;
 	int rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, 64, &n);
@@ -159,7 +186,7 @@ static int predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const g
 	if (rc) {
 		if (out != small)
 			free(out);
-		return GMX_TPL_OTHER;
+		return predict_whole_args(w, op, emit, ctx);
 	}
 	int64_t last_buf = -1;
 	for (uint32_t i = 0; i < n && !rc; i++) {
