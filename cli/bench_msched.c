@@ -15,10 +15,12 @@
 #include "scenario.h"
 
 /* Memory modes of the table, in column order; "um-long" is um under the
- * timeline scheduler at msched's slice (longer slices alone, no proactivity). */
+ * timeline scheduler at msched's slice (longer slices alone, no proactivity);
+ * "ideal" is the limit of the scenario's own schedule (the GPU's 2 ms slices)
+ * and "ideal-long" the limit at msched's slice, the one msched is held to. */
 static const char *const modes[] = {"inmem", "um", "um-long", "msched", "msched-wholealloc", "msched-serial",
-				    "msched-fifo", "ideal"};
-enum { M_INMEM, M_UM, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEAL, M_COUNT };
+				    "msched-fifo", "ideal", "ideal-long"};
+enum { M_INMEM, M_UM, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEAL, M_IDEALLONG, M_COUNT };
 
 static double mean_retained(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
 {
@@ -38,9 +40,9 @@ static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_res
 	gmx_scenario_t copy = *sc;
 	copy.mem_slice_ns = mem_slice;
 	int rc;
-	if (mode == M_UMLONG) {
+	if (mode == M_UMLONG || mode == M_IDEALLONG) {
 		copy.params.slice_ns = mem_slice;
-		rc = gmx_scenario_run(&copy, "timeline", "um", r, err, sizeof(err));
+		rc = gmx_scenario_run(&copy, "timeline", mode == M_UMLONG ? "um" : "ideal", r, err, sizeof(err));
 	} else {
 		rc = gmx_scenario_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
 	}
@@ -178,8 +180,9 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 	double sp_abc[3] = {0}, sp_d[3] = {0};
 	int n_abc[3] = {0};
 	if (print)
-		printf("%-9s %7s %7s %7s %7s %7s %7s %7s %7s %8s %7s %7s %7s\n", "scenario", "um", "um-long", "msched",
-		       "whole", "serial", "fifo", "ideal", "ms/um", "ms/ideal", "in/idl", "whole", "fifo");
+		printf("%-9s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %7s %7s %7s\n", "scenario", "um", "um-long",
+		       "msched", "whole", "serial", "fifo", "ideal", "id-long", "ms/um", "ms/idl-l", "in/idl", "whole",
+		       "fifo");
 	gmx_sim_result_t *r = calloc(M_COUNT, sizeof(*r));
 	if (!r)
 		return 1;
@@ -213,8 +216,9 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 			for (int m = 0; m < M_COUNT; m++)
 				ret[m] = mean_retained(&r[m], &r[M_INMEM]);
 			double sp = ret[M_UM] > 0 ? ret[M_MS] / ret[M_UM] : 0;
-			double fi = ret[M_IDEAL] > 0 ? ret[M_MS] / ret[M_IDEAL] : 0;
-			double ib = r[M_IDEAL].h2d_bytes ? (double)r[M_MS].h2d_bytes / (double)r[M_IDEAL].h2d_bytes : 0;
+			double fi = ret[M_IDEALLONG] > 0 ? ret[M_MS] / ret[M_IDEALLONG] : 0;
+			double ib = r[M_IDEALLONG].h2d_bytes ? (double)r[M_MS].h2d_bytes / (double)r[M_IDEALLONG].h2d_bytes
+							     : 0;
 			double wb = r[M_MS].h2d_bytes ? (double)r[M_WHOLE].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
 			double fb = r[M_MS].h2d_bytes ? (double)r[M_FIFO].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
 			if (mx == 3)
@@ -224,11 +228,11 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 				n_abc[p]++;
 			}
 			if (print)
-				printf("%s-%-7s %6.2f%% %6.2f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.2fx %7.1f%% %6.2fx "
-				       "%6.2fx %6.2fx\n",
+				printf("%s-%-7s %6.2f%% %6.2f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.2fx %7.1f%% "
+				       "%6.2fx %6.2fx %6.2fx\n",
 				       mixes[mx], pcts[p], 100 * ret[M_UM], 100 * ret[M_UMLONG], 100 * ret[M_MS],
-				       100 * ret[M_WHOLE], 100 * ret[M_SERIAL], 100 * ret[M_FIFO], 100 * ret[M_IDEAL], sp,
-				       100 * fi, ib, wb, fb);
+				       100 * ret[M_WHOLE], 100 * ret[M_SERIAL], 100 * ret[M_FIFO], 100 * ret[M_IDEAL],
+				       100 * ret[M_IDEALLONG], sp, 100 * fi, ib, wb, fb);
 			json_t *row = json_object();
 			char name[16];
 			snprintf(name, sizeof(name), "%s-%s", mixes[mx], pcts[p]);
@@ -282,14 +286,14 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		gmx_scenario_t sc;
 		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
 			break;
-		int ms[4] = {M_INMEM, M_UM, M_MS, M_IDEAL}, rc = 0;
+		int ms[4] = {M_INMEM, M_UM, M_MS, M_IDEALLONG}, rc = 0;
 		for (int k = 0; k < 4 && !rc; k++)
 			rc = run_mode(&sc, ms[k], sc.mem_slice_ns, &r[ms[k]]);
 		gmx_scenario_free(&sc);
 		if (rc)
 			break;
 		double u = mean_retained(&r[M_UM], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
-		       i = mean_retained(&r[M_IDEAL], &r[M_INMEM]);
+		       i = mean_retained(&r[M_IDEALLONG], &r[M_INMEM]);
 		if (print)
 			printf("micro-%-4s %8.2f%% %8.2f%% %8.2f%% %8.2fx\n", micro[p], 100 * u, 100 * m, 100 * i,
 			       u > 0 ? m / u : 0);
@@ -319,7 +323,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
 			break;
 		int64_t sl = (int64_t)llround(slices_ms[k] * 1e6);
-		int ms[4] = {M_INMEM, M_UMLONG, M_MS, M_IDEAL}, rc = 0;
+		int ms[4] = {M_INMEM, M_UMLONG, M_MS, M_IDEALLONG}, rc = 0;
 		for (int q = 0; q < 4 && !rc; q++)
 			rc = run_mode(&sc, ms[q], sl, &r[ms[q]]);
 		uint32_t nt = sc.n_tasks;
@@ -327,7 +331,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		if (rc)
 			break;
 		double u = mean_retained(&r[M_UMLONG], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
-		       i = mean_retained(&r[M_IDEAL], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
+		       i = mean_retained(&r[M_IDEALLONG], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
 		if (print)
 			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %7.0f ms\n", slices_ms[k], 100 * u, 100 * m, 100 * i, wait);
 		json_t *o = json_object();

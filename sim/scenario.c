@@ -601,8 +601,10 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.templates = sc->templates,
 	};
 	/* The memory-scheduled modes rotate at their own, longer slice: each
-	 * rotation must amortise the migration it causes (docs/msched.md). */
-	if (mode == GMX_MEM_IDEAL || mode >= GMX_MEM_MSCHED) {
+	 * rotation must amortise the migration it causes (docs/msched.md). ideal
+	 * keeps the scenario's schedule: it is the limit of that schedule (run it
+	 * with --sched timeline --slice-ms for the limit at msched's slice). */
+	if (mode >= GMX_MEM_MSCHED) {
 		cfg.sched.slice_ns = sc->mem_slice_ns;
 		/* ... under the scheduler whose timeline the planner knows. */
 		if (!strcmp(ops->name, "timeslice"))
