@@ -31,11 +31,11 @@ static void usage(FILE *out)
 		"  --only TASK      run only this task, alone (its 'alone' figures)\n"
 		"  --duration S     simulated seconds to run (default: the scenario's, else 10)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
-		"  --mem-slice-ms MS  slice of msched* and ideal (default: the scenario's\n"
-		"                   mem_slice_ms, else 200)\n"
+		"  --mem-slice-ms MS  slice of the msched modes (default: the scenario's\n"
+		"                   mem_slice_ms, else 200); ideal keeps the scenario's schedule\n"
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
-		"  --compare        run every memory mode under timeslice and print a comparison\n"
+		"  --compare        run inmem, um, ideal and msched and print them side by side\n"
 		"  --json           print one JSON object instead of a table\n"
 		"  -h, --help       show this help\n"
 		"\n"
@@ -83,40 +83,48 @@ static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int js
 	return rc;
 }
 
+/* Every memory mode side by side: inmem, um and ideal under the scenario's
+ * timeslice, msched at its own slice. */
 static int compare(gmx_scenario_t *sc)
 {
-	static const char *const modes[] = {"inmem", "um", "ideal"};
-	gmx_sim_result_t *r = calloc(3, sizeof(*r));
+	static const char *const modes[] = {"inmem", "um", "ideal", "msched"};
+	enum { N = sizeof(modes) / sizeof(modes[0]) };
+	gmx_sim_result_t *r = calloc(N, sizeof(*r));
 	if (!r)
 		return 1;
-	for (int m = 0; m < 3; m++) {
+	for (int m = 0; m < N; m++) {
 		int rc = run(sc, "timeslice", modes[m], &r[m]);
 		if (rc) {
 			free(r);
 			return rc;
 		}
 	}
-	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB, timeslice %.1f ms\n\n", sc->name,
-	       sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
-	       sc->params.slice_ns / 1e6);
-	printf("%-16s %14s %14s %14s %9s %9s\n", "task", "inmem units/s", "um units/s", "ideal units/s", "um/inmem",
-	       "ideal/inmem");
-	double su = 0, si = 0;
+	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n\n",
+	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
+	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
+	printf("%-12s %10s %10s %10s %10s %9s %9s %9s\n", "task", "inmem u/s", "um u/s", "ideal u/s", "msched u/s",
+	       "um", "ideal", "msched");
+	double sum[N] = {0};
 	for (uint32_t i = 0; i < sc->n_tasks; i++) {
-		double base = r[0].tasks[i].throughput_per_s;
-		double u = base > 0 ? r[1].tasks[i].throughput_per_s / base : 0;
-		double d = base > 0 ? r[2].tasks[i].throughput_per_s / base : 0;
-		su += u;
-		si += d;
-		printf("%-16s %14.3f %14.3f %14.3f %8.1f%% %8.1f%%\n", r[0].tasks[i].name, base,
-		       r[1].tasks[i].throughput_per_s, r[2].tasks[i].throughput_per_s, 100 * u, 100 * d);
+		double base = r[0].tasks[i].throughput_per_s, rel[N];
+		for (int m = 0; m < N; m++) {
+			rel[m] = base > 0 ? r[m].tasks[i].throughput_per_s / base : 0;
+			sum[m] += rel[m];
+		}
+		printf("%-12s %10.3f %10.3f %10.3f %10.3f %8.1f%% %8.1f%% %8.1f%%\n", r[0].tasks[i].name, base,
+		       r[1].tasks[i].throughput_per_s, r[2].tasks[i].throughput_per_s, r[3].tasks[i].throughput_per_s,
+		       100 * rel[1], 100 * rel[2], 100 * rel[3]);
 	}
-	printf("%-16s %14s %14s %14s %8.1f%% %8.1f%%\n\n", "mean", "", "", "", 100 * su / sc->n_tasks,
-	       100 * si / sc->n_tasks);
-	printf("memory traffic: um moved %.2f GB in / %.2f GB out in %llu fault batches; ideal moved %.2f GB in / "
-	       "%.2f GB out\n",
+	printf("%-12s %10s %10s %10s %10s %8.1f%% %8.1f%% %8.1f%%  (of inmem)\n\n", "mean", "", "", "", "",
+	       100 * sum[1] / sc->n_tasks, 100 * sum[2] / sc->n_tasks, 100 * sum[3] / sc->n_tasks);
+	printf("um: demand paging; ideal: Belady's optimal eviction at link speed, the limit of the %.0f ms\n"
+	       "schedule; msched: proactive migration at each switch of its %.0f ms slices (gpumux bench msched\n"
+	       "holds it to the ideal of its own slice).\n",
+	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
+	printf("memory traffic in / out: um %.1f / %.1f GB (%llu fault batches), ideal %.1f / %.1f GB, msched %.1f / "
+	       "%.1f GB\n",
 	       r[1].h2d_bytes / 1e9, r[1].d2h_bytes / 1e9, (unsigned long long)r[1].faults, r[2].h2d_bytes / 1e9,
-	       r[2].d2h_bytes / 1e9);
+	       r[2].d2h_bytes / 1e9, r[3].h2d_bytes / 1e9, r[3].d2h_bytes / 1e9);
 	free(r);
 	return 0;
 }
