@@ -98,9 +98,25 @@ static void fk_destroy(gmx_policy_t *s)
 
 static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
-	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS || s->task[task].present)
+	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
 		return -EINVAL;
 	ftask_t *t = &s->task[task];
+	if (t->present) {
+		/* A device may give a finished task's index to a new task (the daemon
+		 * reuses a departed client's slot): start it over. */
+		if (!t->done || t->queue.head || t->inflight)
+			return -EBUSY;
+		uint32_t *lv = s->level[t->priority], *n = &s->level_n[t->priority];
+		for (uint32_t k = 0; k < *n; k++)
+			if (lv[k] == task) {
+				lv[k] = lv[--*n];
+				break;
+			}
+		free(t->sub_t);
+		free(t->sub_seq);
+		free(t->sub_pred);
+		memset(t, 0, sizeof(*t));
+	}
 	t->sub_t = calloc(s->params.inflight_max, sizeof(*t->sub_t));
 	t->sub_seq = calloc(s->params.inflight_max, sizeof(*t->sub_seq));
 	t->sub_pred = calloc(s->params.inflight_max, sizeof(*t->sub_pred));

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "daemon.h"
 #include "gpumux/kprofile.h"
+#include "kprof_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -390,6 +391,73 @@ static void maybe_free_slot(client_t *c)
 
 /* Ends a client: everything it held is released now (in-flight commands complete for the
  * policy, queued ones complete when the policy hands them out, memory is forgotten). */
+/* The profile file of task `name` under profile_dir, or -1 when the name
+ * cannot name a file safely (anything but letters, digits, '.', '_', '-'). */
+static int profile_path(const char *name, char *out, size_t len)
+{
+    if (!name[0] || name[0] == '.' || !S.cfg->profile_dir[0])
+        return -1;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return -1;
+    int n = snprintf(out, len, "%s/%s.gmxprof", S.cfg->profile_dir, name);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Loads the stored profile of `name` into *p (initialised) when there is one;
+ * a missing file is normal (the task is measured first), a bad one is logged. */
+static void profile_load(const char *name, gmx_kprof_t *p)
+{
+    char path[512], err[512];
+    if (profile_path(name, path, sizeof path) || access(path, R_OK) != 0)
+        return;
+    gmx_kprof_t *v = NULL;
+    uint32_t n = 0;
+    if (gmx_profile_read(path, &v, &n, err, sizeof err)) {
+        gmxd_log("profile store: %s (ignored; the task is measured again)", err);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].task && strcmp(v[i].task, name) == 0) {
+            gmx_kprof_free(p);
+            *p = v[i];
+            memset(&v[i], 0, sizeof v[i]);
+            gmxd_log("profile store: loaded %s (%u kernels)", path, p->n);
+            break;
+        }
+    gmx_profile_free(v, n);
+}
+
+/* Writes the profile of `name` to the store, when it has learned anything. */
+static void profile_save(const char *name, gmx_kprof_t *p)
+{
+    char path[512], err[512];
+    if (!p->n || profile_path(name, path, sizeof path))
+        return;
+    /* Create the store's folders on first use (mkdir -p). */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", S.cfg->profile_dir);
+    for (char *q = dir + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            mkdir(dir, 0755);
+            *q = '/';
+        }
+    mkdir(dir, 0755);
+    gmx_kprof_finish(p);
+    if (gmx_profile_write(path, p, 1, err, sizeof err))
+        gmxd_log("profile store: cannot save: %s", err);
+}
+
+/* Saves every profile the store has learned. */
+static void profile_save_all(void)
+{
+    for (int i = 0; i < GMX_MAX_TASKS; i++)
+        if (S.store[i].used)
+            profile_save(S.store[i].name, &S.store[i].prof);
+}
+
 static void drop_client(client_t *c, const char *why)
 {
     if (c->dead)
@@ -422,12 +490,23 @@ static void drop_client(client_t *c, const char *why)
         c->hash[i] = NULL;
     }
     c->inflight = c->queued = 0;
+    /* run_deferred() may free the slot (and zero *c) once its last command
+     * completes: keep the task's index for the policy. */
+    uint32_t task = c->task;
     S.in_policy = 1;
     run_deferred();
-    S.ops->task_done(S.pol, c->task);
+    S.ops->task_done(S.pol, task);
     run_deferred();
     S.in_policy = 0;
     flush_actions();
+    /* Profiles are saved when the last client has left (and at shutdown):
+     * finishing one summarises it in place, which the policy must not see
+     * while any task is still scheduled. */
+    int live = 0;
+    for (int t = 0; t < GMX_MAX_TASKS; t++)
+        live += S.cl[t].used && !S.cl[t].dead;
+    if (!live)
+        profile_save_all();
     maybe_free_slot(c);
 }
 
@@ -710,6 +789,7 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
             if (!S.store[i].used && gmx_kprof_init(&S.store[i].prof, c->name) == 0) {
                 S.store[i].used = 1;
                 memcpy(S.store[i].name, c->name, sizeof S.store[i].name);
+                profile_load(c->name, &S.store[i].prof); /* else measured as it runs */
                 k = i;
             }
         if (k >= 0)

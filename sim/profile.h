@@ -7,9 +7,8 @@
 #include <stdint.h>
 
 #include "gpumux/kprofile.h"
+#include "kprof_file.h"
 #include "sim.h"
-
-#define GMX_PROFILE_FORMAT_VERSION 1
 
 /* The kernel ID of a kernel op of w. Orion profiles record no launch
  * geometry but the SMs a wave needs, which follows from the grid: it stands
@@ -21,18 +20,6 @@ uint64_t gmx_sim_kernel_id(const gmx_workload_t *w, const gmx_op_t *op);
  * not profiled on its own arrivals). out[i] is initialised here; free each with
  * gmx_kprof_free. 0 or a negative errno with one line in err. */
 int gmx_profile_measure(const gmx_sim_config_t *cfg, gmx_kprof_t *out, char *err, size_t err_len);
-
-/* Writes n profiles to `path` (through a temporary, renamed when complete).
- * 0 or a negative errno with one line in err. */
-int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *err, size_t err_len);
-
-/* Reads a profile file into *out (an array of *n profiles, malloc'd; free with
- * gmx_profile_free). 0, or -EINVAL with "FILE:LINE: what was expected" in err,
- * or another negative errno. */
-int gmx_profile_read(const char *path, gmx_kprof_t **out, uint32_t *n, char *err, size_t err_len);
-
-/* Frees an array of n profiles from gmx_profile_read. */
-void gmx_profile_free(gmx_kprof_t *p, uint32_t n);
 
 /* Runs cfg, giving policies that use profiles (GMX_POLICY_PROFILES) the
  * profiles of the tasks: from `file` by task name when file is not NULL, else

@@ -21,7 +21,11 @@ trap cleanup EXIT
 
 # start_daemon [extra config lines...]: a daemon on $R with the given [daemon] keys.
 start_daemon() {
-    { echo "[daemon]"; echo "runtime_dir = $R"; for l in "$@"; do echo "$l"; done; } >"$R/gpumuxd.conf"
+    # Profiles go under $R unless the scenario names a store: tests never write to /var/lib.
+    local store="profile_dir = $R/profiles"
+    for l in "$@"; do case $l in profile_dir*) store=;; esac; done
+    { echo "[daemon]"; echo "runtime_dir = $R"; [ -n "$store" ] && echo "$store"
+      for l in "$@"; do echo "$l"; done; } >"$R/gpumuxd.conf"
     "$D" --foreground --config "$R/gpumuxd.conf" 2>>"$R/daemon.log" &
     DPID=$!
     for _ in $(seq 100); do
@@ -90,6 +94,34 @@ hp_lp)
         END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start")
     echo "policy $POLICY: at most $worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
     [ "$worst" -le "$BOUND" ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
+    ;;
+profiles)
+    # The profile store: a task measured under fikit leaves its profile in profile_dir when
+    # it disconnects; a restarted daemon loads it for the next client of that name instead of
+    # measuring again. A name that cannot be a file name is never written.
+    "$D" --help | grep -q fikit || { echo "skipped: no fikit policy in this build"; exit 0; }
+    start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
+    client serve 0 -- --kernels hp:200,hq:300 --count 60 --gap-us 500
+    client odd 5 -- --kernels lp:300 --count 20
+    wait $PID_serve $PID_odd
+    check_order serve
+    for _ in $(seq 100); do [ -s "$R/store/profiles/serve.gmxprof" ] && break; sleep 0.05; done
+    [ -s "$R/store/profiles/serve.gmxprof" ] || fail "no profile saved for serve (see $R/daemon.log)"
+    "$G" profile show "$R/store/profiles/serve.gmxprof" >"$R/show.txt" 2>&1 || fail "gpumux profile show refuses the saved profile: $(head -3 "$R/show.txt")"
+    grep -q serve "$R/show.txt" || fail "the saved profile is not serve's"
+    stop_daemon
+    start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
+    client serve 0 -- --kernels hp:200,hq:300 --count 20 --gap-us 500
+    wait $PID_serve
+    check_order serve
+    grep -q "profile store: loaded $R/store/profiles/serve.gmxprof" "$R/daemon.log" ||
+        fail "the restarted daemon did not load serve's profile (see $R/daemon.log)"
+    "$G" run --priority 0 --name 'bad/name' -- "$CLIENT" --out "$R/bad.out" --kernels hp:200 --count 5 \
+        >/dev/null 2>"$R/bad.err" &
+    wait $!
+    [ ! -e "$R/store/profiles/bad" ] && [ -z "$(find "$R/store" -name '*name*')" ] ||
+        fail "a profile was written for a name that is not a file name"
+    echo "ok: profiles saved on disconnect, loaded after a restart, unsafe names not written"
     ;;
 memory)
     # Two clients whose memory together exceeds the device (48 + 48 MB on 64 MB): with
