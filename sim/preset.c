@@ -37,12 +37,18 @@
  * driver's own pools); a round 0.5 GiB. */
 #define RESERVED_BYTES (GiB / 2)
 
+/* What every preset shares: launch, context switch and fault-path costs (no
+ * per-device measurement exists; the RTX 5080's are used throughout). */
+#define HOST_AND_FAULT_COSTS                                                                                   \
+	.launch_ns = LAUNCH_NS, .kernel_gap_ns = KERNEL_GAP_NS, .ctx_switch_ns = CTX_SWITCH_NS,                 \
+	.fault_batch_ns = FAULT_BATCH_NS, .fault_entry_ns = FAULT_ENTRY_NS, .fault_dma_setup_ns = FAULT_DMA_SETUP_NS
+
 static const gmx_preset_t presets[] = {
 	{
 		.name = "rtx5080",
 		.description = "GeForce RTX 5080 16 GB, PCIe 5.0 x16 (MSched's main machine)",
 		.hbm_bytes = 16 * GiB,
-		.reserved_bytes = RESERVED_BYTES,
+		.reserved_bytes = RESERVED_BYTES, /* every preset: contexts and driver pools */
 		.host_bytes = 96 * GiB, /* [P] 96 GB DDR5 */
 		.hbm_gbps = 960,        /* [S] GDDR7 256-bit 30 Gbps */
 		.fp32_tflops = 56.3,    /* [S] */
@@ -50,12 +56,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 41.7, /* [P] serial swap */
 		.link_in_gbps = 31.75,    /* [P] 63.5 GB/s pipelined, split evenly */
 		.link_out_gbps = 31.75,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "rtx3080",
@@ -69,12 +70,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 22.22, /* [P] */
 		.link_in_gbps = 19.9,      /* [P] 39.8 GB/s pipelined, split evenly */
 		.link_out_gbps = 19.9,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "h100",
@@ -88,12 +84,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 41.7,
 		.link_in_gbps = 31.75,
 		.link_out_gbps = 31.75,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "h200",
@@ -107,12 +98,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 41.7,
 		.link_in_gbps = 31.75,
 		.link_out_gbps = 31.75,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "a100",
@@ -126,12 +112,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 22.22,
 		.link_in_gbps = 19.9,
 		.link_out_gbps = 19.9,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "v100",
@@ -145,12 +126,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 11.0, /* [U] ~12 GB/s saturation, less the turn-around */
 		.link_in_gbps = 12.0,     /* [U] */
 		.link_out_gbps = 12.0,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 	{
 		.name = "v100-16",
@@ -164,12 +140,7 @@ static const gmx_preset_t presets[] = {
 		.link_serial_gbps = 11.0,
 		.link_in_gbps = 12.0,
 		.link_out_gbps = 12.0,
-		.launch_ns = LAUNCH_NS,
-		.kernel_gap_ns = KERNEL_GAP_NS,
-		.ctx_switch_ns = CTX_SWITCH_NS,
-		.fault_batch_ns = FAULT_BATCH_NS,
-		.fault_entry_ns = FAULT_ENTRY_NS,
-		.fault_dma_setup_ns = FAULT_DMA_SETUP_NS,
+		HOST_AND_FAULT_COSTS,
 	},
 };
 
