@@ -301,6 +301,26 @@ static void test_starvation_bound(void **state)
 	rig_free(&r, 2);
 }
 
+/* A device (the daemon) may give a finished task's index to a new task: the
+ * new task starts clean and is scheduled; a task still running is refused. */
+static void test_task_index_reuse(void **state)
+{
+	(void)state;
+	rig_t r;
+	int levels[2] = {0, 5};
+	int64_t dur[2] = {100000, 100000};
+	rig_init(&r, levels, dur, 2);
+	launch(&r, 0, 1, 0);
+	assert_int_equal(r.ops->task_add(r.pol, 1, 5), -EBUSY); /* running: not reusable */
+	r.ops->task_done(r.pol, 0);
+	assert_int_equal(r.ops->task_add(r.pol, 0, 0), 0);  /* finished: starts over */
+	uint32_t before = r.f.n_sub;
+	launch(&r, 1, 0, 0);
+	assert_int_equal(r.f.n_sub, before + 1); /* the new high-priority task's kernel goes at once */
+	assert_ptr_equal(r.f.sub[r.f.n_sub - 1], &r.cmd[1]);
+	rig_free(&r, 2);
+}
+
 static void make_profile(gmx_kprof_t *p)
 {
 	gmx_kprof_init(p, "inference");
@@ -411,7 +431,7 @@ int main(void)
 		cmocka_unit_test(test_context),          cmocka_unit_test(test_bestpriofit_cases),
 		cmocka_unit_test(test_switch_cost),      cmocka_unit_test(test_stream_order),
 		cmocka_unit_test(test_starvation_bound), cmocka_unit_test(test_profile_roundtrip),
-		cmocka_unit_test(test_profile_corrupt),
+		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
