@@ -5,7 +5,7 @@
 #      stand-in's default time slicing between processes);
 #   2. latency the daemon path adds: notice-to-grant in the daemon (median, p99) and the
 #      end-to-end request latency of the client alone under gpumux minus without it;
-#   3. daemon CPU while a client launches ~10k kernels per second.
+#   3. daemon CPU while clients launch ~10k kernels per second in all.
 # Usage: bench_daemon.sh BUILD_DIR [POLICY]   Prints a table, then one JSON line.
 set -eu
 B=$(cd "$1" && pwd) POLICY=${2:-fikit}
@@ -64,7 +64,8 @@ n50=$(jq '.hp_grant_latency_us.p50' "$W/galone/status.json")
 n99=$(jq '.hp_grant_latency_us.p99' "$W/galone/status.json")
 read -r gs50 gs99 < <(run gpumux 1 gshared)
 
-# Daemon CPU at ~10k kernels/s: one client, 50 µs kernels back to back.
+# Daemon CPU at ~10k kernels/s: CLIENTS clients (default 2: one client on the stand-in tops
+# out near 7k/s), 30 µs kernels back to back.
 dir=$W/cpu; mkdir -p "$dir"
 export GPUMUX_STANDIN_DIR=$dir GPUMUX_STANDIN_LOG= GPUMUX_RUNTIME_DIR=$dir
 "$D" --foreground --runtime-dir "$dir" --policy "$POLICY" 2>"$dir/daemon.log" &
@@ -72,10 +73,15 @@ DPID=$!
 for _ in $(seq 100); do "$G" status >/dev/null 2>&1 && break; sleep 0.05; done
 tck=$(getconf CLK_TCK)
 cpu0=$(awk '{print $14 + $15}' /proc/$DPID/stat); t0=$(date +%s.%N)
-"$G" run --priority 3 --name rate -- "$C" --out "$dir/rate.out" --kernels r:50 --count 30000 --sync-every 64
+NC=${CLIENTS:-2} PER=15000 pids=
+for i in $(seq "$NC"); do
+    "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/rate$i.out" --kernels r:30 --count $PER --sync-every 64 &
+    pids="$pids $!"
+done
+wait $pids
 t1=$(date +%s.%N); cpu1=$(awk '{print $14 + $15}' /proc/$DPID/stat)
 kill "$DPID"; wait "$DPID" 2>/dev/null || true; DPID=
-rate=$(echo "30000 / ($t1 - $t0)" | bc -l)
+rate=$(echo "$NC * $PER / ($t1 - $t0)" | bc -l)
 cpu=$(echo "100 * ($cpu1 - $cpu0) / $tck / ($t1 - $t0)" | bc -l)
 
 r_def=$(echo "$s99 / $a99" | bc -l); r_gmx=$(echo "$gs99 / $ga99" | bc -l)
