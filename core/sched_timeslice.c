@@ -1,9 +1,19 @@
-/* timeslice: contexts take turns in fixed slices, as the GPU's default time
+/* The slice-based policies, one dispatcher with three behaviours.
+ *
+ * timeslice: contexts take turns in fixed slices, as the GPU's default time
  * slicing does. A kernel is never cut: a slice that expires while the task has
  * work in flight ends when that work completes. A task with nothing queued
  * yields at once (the hardware moves to the next runnable context). Tasks are
  * taken in round-robin order within the highest priority level that has work;
  * with equal priorities that is plain round robin.
+ *
+ * timeline: the scheduler the memory planner plans over. Tasks take turns in
+ * exactly the order gmx_timeline_order() predicts, so that the planner knows
+ * which task runs next and after it. Unlike timeslice, a task whose queue runs
+ * dry keeps its slice for a short grace period: between two units a
+ * closed-loop host needs a few microseconds to launch again, and giving the
+ * device away at that instant would turn every unit boundary into a context
+ * switch (and, with memory oversubscribed, into a migration of gigabytes).
  *
  * exclusive: the first unfinished task owns the device until it is done; the
  * simulator runs each task alone, one after another, with this policy.
@@ -11,15 +21,25 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "gpumux/mplan.h"
 #include "gpumux/sched.h"
+
+/* Tunable: how long an idle active task keeps the device under `timeline`
+ * (1 ms; from 0, plain yielding, to its slice). Host gaps inside a unit are
+ * microseconds (launch think times of the generators and traces: 5-50 us). */
+#define TIMELINE_GRACE_NS 1000000LL
+
+enum variant { V_TIMESLICE, V_TIMELINE, V_EXCLUSIVE };
 
 struct gmx_policy {
 	gmx_device_t dev;
 	gmx_sched_params_t params;
-	int exclusive;
+	enum variant variant;
+	int64_t grace_ns;   /* how long an idle active task keeps the device */
 	uint32_t n_tasks;
-	int active;        /* task owning the device, -1 none */
-	int64_t slice_end; /* when the active task's slice expires */
+	int active;         /* task owning the device, -1 none */
+	int64_t slice_end;  /* when the active task's slice expires */
+	int64_t idle_since; /* when the active task ran dry, -1 busy */
 	struct {
 		gmx_cmd_queue_t queue; /* launch order; the device keeps per-stream order */
 		uint32_t inflight;
@@ -28,27 +48,34 @@ struct gmx_policy {
 	} task[GMX_MAX_TASKS];
 };
 
-static int create_common(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out, int excl)
+static int create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out, enum variant v)
 {
 	gmx_policy_t *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->dev = *dev;
 	s->params = *p;
-	s->exclusive = excl;
+	s->variant = v;
+	s->grace_ns = v == V_TIMELINE ? TIMELINE_GRACE_NS : 0;
 	s->active = -1;
+	s->idle_since = -1;
 	*out = s;
 	return 0;
 }
 
 static int ts_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
-	return create_common(p, dev, out, 0);
+	return create(p, dev, out, V_TIMESLICE);
+}
+
+static int tl_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
+{
+	return create(p, dev, out, V_TIMELINE);
 }
 
 static int ex_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
-	return create_common(p, dev, out, 1);
+	return create(p, dev, out, V_EXCLUSIVE);
 }
 
 static void ts_destroy(gmx_policy_t *s)
@@ -60,7 +87,9 @@ static int ts_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
 	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
 		return -EINVAL;
+	/* A device may give a finished task's index to a new task: start it over. */
 	s->task[task].present = 1;
+	s->task[task].done = 0;
 	s->task[task].priority = priority;
 	if (task + 1 > s->n_tasks)
 		s->n_tasks = task + 1;
@@ -72,9 +101,9 @@ static int has_work(const gmx_policy_t *s, uint32_t t)
 	return s->task[t].present && s->task[t].queue.length > 0;
 }
 
-/* Next task after `from` in round robin within the best priority that has
- * queued work; -1 when nobody has work. */
-static int next_task(const gmx_policy_t *s, int from)
+/* timeslice: the next task after `from` in round robin within the best
+ * priority that has queued work; -1 when nobody has work. */
+static int next_round_robin(const gmx_policy_t *s, int from)
 {
 	int best = -1;
 	for (uint32_t k = 1; k <= s->n_tasks; k++) {
@@ -87,10 +116,35 @@ static int next_task(const gmx_policy_t *s, int from)
 	return best;
 }
 
-static void dispatch(gmx_policy_t *s)
+/* timeline: the next task with work in the order the planner predicts. */
+static int next_on_timeline(const gmx_policy_t *s, int from)
 {
-	int64_t now = s->dev.now(s->dev.ctx);
-	if (s->exclusive) {
+	int prio[GMX_MAX_TASKS];
+	uint8_t run[GMX_MAX_TASKS];
+	uint32_t order[GMX_MAX_TASKS];
+	for (uint32_t t = 0; t < s->n_tasks; t++) {
+		prio[t] = s->task[t].priority;
+		run[t] = (uint8_t)has_work(s, t);
+	}
+	if (from < 0) { /* nobody yet: the best level's first task with work */
+		int best = -1;
+		for (uint32_t t = 0; t < s->n_tasks; t++)
+			if (run[t] && (best < 0 || prio[t] < prio[best]))
+				best = (int)t;
+		return best;
+	}
+	uint32_t n = gmx_timeline_order(prio, run, s->n_tasks, (uint32_t)from, order);
+	/* order[0] is `from` itself: it keeps the device only when nobody else
+	 * has work, or when it outranks the next in line. */
+	if (n > 1 && !(run[from] && prio[from] < prio[order[1]]))
+		return (int)order[1];
+	return run[from] ? from : -1;
+}
+
+/* Decides who owns the device and releases its work. */
+static void pick_owner(gmx_policy_t *s, int64_t now)
+{
+	if (s->variant == V_EXCLUSIVE) {
 		if (s->active < 0 || s->task[s->active].done) {
 			s->active = -1;
 			for (uint32_t t = 0; t < s->n_tasks; t++)
@@ -99,26 +153,50 @@ static void dispatch(gmx_policy_t *s)
 					break;
 				}
 		}
-	} else {
-		int a = s->active;
-		int idle = a >= 0 && !has_work(s, (uint32_t)a);
-		if (a < 0 || now >= s->slice_end || idle) {
-			if (a >= 0 && s->task[a].inflight > 0)
-				return; /* never cut a kernel: switch when it completes */
-			int n = next_task(s, a < 0 ? (int)s->n_tasks - 1 : a);
-			if (n >= 0 && (n != a || now >= s->slice_end)) {
-				s->active = n;
-				s->slice_end = now + s->params.slice_ns;
-				s->dev.set_timer(s->dev.ctx, s->slice_end);
-			}
-		}
+		return;
 	}
-	if (s->active < 0)
+	int a = s->active;
+	if (a >= 0 && has_work(s, (uint32_t)a))
+		s->idle_since = -1;
+	else if (a >= 0 && s->task[a].inflight == 0 && s->idle_since < 0)
+		s->idle_since = now;
+	int idle = a >= 0 && !has_work(s, (uint32_t)a);
+	int expired = a < 0 || now >= s->slice_end;
+	int grace_over = idle && (s->task[a].done || (s->idle_since >= 0 && now >= s->idle_since + s->grace_ns));
+	if (expired || grace_over) {
+		if (a >= 0 && s->task[a].inflight > 0)
+			return; /* never cut a kernel: switch when it completes */
+		int n = s->variant == V_TIMELINE
+				? next_on_timeline(s, a)
+				: next_round_robin(s, a < 0 ? (int)s->n_tasks - 1 : a);
+		if (n >= 0 && (n != a || expired)) {
+			s->active = n;
+			s->idle_since = -1;
+			s->slice_end = now + s->params.slice_ns;
+			s->dev.set_timer(s->dev.ctx, s->slice_end);
+		}
+	} else if (idle && s->idle_since >= 0) {
+		/* Come back when the grace period ends, or the slice, whichever first. */
+		int64_t at = s->idle_since + s->grace_ns;
+		s->dev.set_timer(s->dev.ctx, at < s->slice_end ? at : s->slice_end);
+	}
+}
+
+static void dispatch(gmx_policy_t *s)
+{
+	int64_t now = s->dev.now(s->dev.ctx);
+	int before = s->active;
+	pick_owner(s, now);
+	/* An owner with work in flight at an expired slice keeps it until that
+	 * work completes, releasing nothing more meanwhile. */
+	if (s->active < 0 || (s->active == before && s->variant != V_EXCLUSIVE && before >= 0 &&
+			      s->task[before].inflight > 0 && now >= s->slice_end))
 		return;
 	uint32_t t = (uint32_t)s->active;
 	while (s->task[t].inflight < s->params.inflight_max && s->task[t].queue.length) {
 		gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[t].queue);
 		s->task[t].inflight++;
+		s->idle_since = -1;
 		s->dev.submit(s->dev.ctx, c);
 	}
 }
@@ -154,28 +232,26 @@ static void ts_on_host_wait(gmx_policy_t *s, uint32_t task)
 	dispatch(s);
 }
 
+#define SLICE_POLICY(create_fn)                                                                                \
+	.create = create_fn, .destroy = ts_destroy, .task_add = ts_task_add, .task_done = ts_task_done,         \
+	.on_launch = ts_on_launch, .on_complete = ts_on_complete, .on_timer = ts_on_timer,                      \
+	.on_host_wait = ts_on_host_wait
+
 const gmx_policy_ops_t gmx_sched_timeslice_ops = {
 	.name = "timeslice",
 	.summary = "contexts take turns in fixed slices; a kernel is never cut",
-	.create = ts_create,
-	.destroy = ts_destroy,
-	.task_add = ts_task_add,
-	.task_done = ts_task_done,
-	.on_launch = ts_on_launch,
-	.on_complete = ts_on_complete,
-	.on_timer = ts_on_timer,
-	.on_host_wait = ts_on_host_wait,
+	SLICE_POLICY(ts_create),
+};
+
+const gmx_policy_ops_t gmx_sched_timeline_ops = {
+	.name = "timeline",
+	.summary = "round robin by priority in the order the memory planner predicts; a slice is held "
+		   "through short host gaps",
+	SLICE_POLICY(tl_create),
 };
 
 const gmx_policy_ops_t gmx_sched_exclusive_ops = {
 	.name = "exclusive",
 	.summary = "each task alone, one after another",
-	.create = ex_create,
-	.destroy = ts_destroy,
-	.task_add = ts_task_add,
-	.task_done = ts_task_done,
-	.on_launch = ts_on_launch,
-	.on_complete = ts_on_complete,
-	.on_timer = ts_on_timer,
-	.on_host_wait = ts_on_host_wait,
+	SLICE_POLICY(ex_create),
 };
