@@ -232,26 +232,42 @@ static void ts_on_host_wait(gmx_policy_t *s, uint32_t task)
 	dispatch(s);
 }
 
-#define SLICE_POLICY(create_fn)                                                                                \
-	.create = create_fn, .destroy = ts_destroy, .task_add = ts_task_add, .task_done = ts_task_done,         \
-	.on_launch = ts_on_launch, .on_complete = ts_on_complete, .on_timer = ts_on_timer,                      \
-	.on_host_wait = ts_on_host_wait
-
 const gmx_policy_ops_t gmx_sched_timeslice_ops = {
 	.name = "timeslice",
 	.summary = "contexts take turns in fixed slices; a kernel is never cut",
-	SLICE_POLICY(ts_create),
+	.create = ts_create,
+	.destroy = ts_destroy,
+	.task_add = ts_task_add,
+	.task_done = ts_task_done,
+	.on_launch = ts_on_launch,
+	.on_complete = ts_on_complete,
+	.on_timer = ts_on_timer,
+	.on_host_wait = ts_on_host_wait,
 };
 
 const gmx_policy_ops_t gmx_sched_timeline_ops = {
 	.name = "timeline",
 	.summary = "round robin by priority in the order the memory planner predicts; a slice is held "
 		   "through short host gaps",
-	SLICE_POLICY(tl_create),
+	.create = tl_create,
+	.destroy = ts_destroy,
+	.task_add = ts_task_add,
+	.task_done = ts_task_done,
+	.on_launch = ts_on_launch,
+	.on_complete = ts_on_complete,
+	.on_timer = ts_on_timer,
+	.on_host_wait = ts_on_host_wait,
 };
 
 const gmx_policy_ops_t gmx_sched_exclusive_ops = {
 	.name = "exclusive",
 	.summary = "each task alone, one after another",
-	SLICE_POLICY(ex_create),
+	.create = ex_create,
+	.destroy = ts_destroy,
+	.task_add = ts_task_add,
+	.task_done = ts_task_done,
+	.on_launch = ts_on_launch,
+	.on_complete = ts_on_complete,
+	.on_timer = ts_on_timer,
+	.on_host_wait = ts_on_host_wait,
 };
