@@ -333,14 +333,15 @@ static int bench_replay(const bench_opts_t *o)
 
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: gpumux bench NAME [--quick] [--json] [--scenarios DIR]\n"
+	fprintf(out, "usage: gpumux bench NAME [--quick] [--json] [--scenarios DIR] [--traces DIR]\n"
 		     "\n"
 		     "benchmarks:\n"
 		     "  calibrate  the unified-memory model against the MSched paper's measurements:\n"
 		     "             the fault path's rates, um's share of inmem throughput on mixes A-D,\n"
 		     "             fault batches per Llama3-8B step, the microbenchmark's collapse\n"
 		     "  msched     proactive memory scheduling: mixes A-D at 150/200/300%% under um,\n"
-		     "             msched, its ablations and ideal; micro; slice sweep; template accuracy\n"
+		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
+		     "             template accuracy\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
