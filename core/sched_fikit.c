@@ -390,7 +390,7 @@ static void fk_on_host_wait(gmx_policy_t *s, uint32_t task)
 const gmx_policy_ops_t gmx_sched_fikit_ops = {
 	.name = "fikit",
 	.summary = "priority levels; lower levels fill the HP task's predicted idle gaps (BestPrioFit)",
-	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PROFILES,
+	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PROFILES | GMX_POLICY_PRIORITY_BLOCKS,
 	.create = fk_create,
 	.destroy = fk_destroy,
 	.task_add = fk_task_add,

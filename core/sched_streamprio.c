@@ -7,7 +7,8 @@
  * that idle time turns out to be, and a kernel already running is never cut
  * (CUDA stream priorities do not preempt running work). The tasks share one
  * context (GMX_POLICY_SPATIAL): a higher-priority kernel that arrives while a
- * lower one runs starts beside it and both slow down.
+ * lower one runs starts beside it, and the hardware hands free SMs to the
+ * better priority first (GMX_POLICY_PRIORITY_BLOCKS).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ static void sp_on_host_wait(gmx_policy_t *s, uint32_t task)
 const gmx_policy_ops_t gmx_sched_streamprio_ops = {
 	.name = "streamprio",
 	.summary = "stream priorities: a lower level runs whenever the higher ones are idle",
-	.flags = GMX_POLICY_SPATIAL,
+	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PRIORITY_BLOCKS,
 	.create = sp_create,
 	.destroy = sp_destroy,
 	.task_add = sp_task_add,

@@ -244,11 +244,14 @@ static void spatial_update(sim_t *s)
 			x->work_left = 0;
 		x->rate_t = s->now;
 		load[i] = (gmx_kernel_load_t){x->c.task, x->c.op ? x->c.op->sm_demand : 0,
-					      x->c.op ? x->c.op->klass : GMX_CLASS_UNKNOWN};
+					      x->c.op ? x->c.op->klass : GMX_CLASS_UNKNOWN,
+					      (int8_t)s->t[x->c.task].cfg->priority};
 	}
+	int prio = (s->cfg->policy->flags & GMX_POLICY_PRIORITY_BLOCKS) != 0;
 	for (uint32_t i = 0; i < n; i++) {
 		scmd_t *x = s->run[i];
-		double f = gmx_interference_slowdown(load, n, i, s->dev->sms);
+		double f = prio ? gmx_interference_slowdown_prioritized(load, n, i, s->dev->sms)
+				: gmx_interference_slowdown(load, n, i, s->dev->sms);
 		if (f == x->slow)
 			continue;
 		x->slow = f;

@@ -77,6 +77,8 @@ typedef struct gmx_policy gmx_policy_t;
 /* Policy flags: what a policy asks of the device. */
 #define GMX_POLICY_SPATIAL 1u  /* contexts may share the execution engine at once (MPS-like) */
 #define GMX_POLICY_PROFILES 2u /* uses per-task kernel profiles (params.profiles) */
+#define GMX_POLICY_PRIORITY_BLOCKS 4u /* runs tasks on prioritised streams: the hardware dispatches a
+				       * higher-priority kernel's thread blocks first */
 
 typedef struct gmx_policy_ops {
 	const char *name;
