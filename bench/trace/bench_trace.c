@@ -1,6 +1,6 @@
 /* Times trace import on the shared traces, smallest to largest, so the cost
  * per event can be read as the input grows; the headline is
- * hta/df_index_resolver.json.gz (issue: under 2 s). Prints a table and one
+ * hta/df_index_resolver.json.gz (target: under 2 s). Prints a table and one
  * JSON line. Usage: bench_trace [runs] (default 5; the median is reported). */
 #include <stdio.h>
 #include <stdlib.h>
