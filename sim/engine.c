@@ -344,8 +344,10 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 			s->progress[t] = gmx_ideal_task_time(s->ideal, t, s->t[t].exec_unit, s->t[t].exec_op);
 		ideal_timeline(s, x->c.task);
 		gmx_ideal_moves_t mv;
-		if (gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv)) {
-			fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+		int rc = gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv);
+		if (rc) {
+			fail(s, rc, rc == -ENOMEM ? "out of memory in the ideal mode's bookkeeping"
+						  : "a kernel touches more memory than the device holds");
 			return;
 		}
 		/* Perfect foresight: loads overlap the previous kernel, evictions run on

@@ -77,13 +77,14 @@ static void units_of(const gmx_workload_t *w, uint8_t *unit)
 	}
 }
 
-static void heap_push(task_index_t *ti, int64_t key, uint32_t big)
+/* 0 or -ENOMEM. */
+static int heap_push(task_index_t *ti, int64_t key, uint32_t big)
 {
 	if (ti->heap_n == ti->heap_cap) {
 		uint32_t ncap = ti->heap_cap ? ti->heap_cap * 2 : 1024;
 		heap_entry_t *h = realloc(ti->heap, ncap * sizeof(*h));
 		if (!h)
-			abort(); /* out of memory in the middle of a simulation: nothing sane to return */
+			return -ENOMEM;
 		ti->heap = h;
 		ti->heap_cap = ncap;
 	}
@@ -96,6 +97,7 @@ static void heap_push(task_index_t *ti, int64_t key, uint32_t big)
 		i = p;
 	}
 	ti->heap[i] = (heap_entry_t){key, big};
+	return 0;
 }
 
 static void heap_pop(task_index_t *ti)
@@ -235,29 +237,30 @@ static int owner(const gmx_ideal_t *id, uint32_t big)
 	return -1;
 }
 
-static void set_resident(gmx_ideal_t *id, uint32_t big, int64_t key)
+static int set_resident(gmx_ideal_t *id, uint32_t big, int64_t key)
 {
 	id->resident[big >> 6] |= 1ull << (big & 63);
 	id->key[big] = key;
 	int t = owner(id, big);
-	heap_push(&id->t[t], key, big);
 	id->t[t].live++;
+	return heap_push(&id->t[t], key, big);
 }
 
 /* Records a key to push once the running op's evictions are done: until then
  * the page has no valid heap entry, so it cannot be chosen as a victim. */
-static void defer_key(gmx_ideal_t *id, uint32_t big, int64_t key)
+static int defer_key(gmx_ideal_t *id, uint32_t big, int64_t key)
 {
 	if (id->pending_n == id->pending_cap) {
 		uint32_t ncap = id->pending_cap ? id->pending_cap * 2 : 1024;
 		heap_entry_t *p = realloc(id->pending, ncap * sizeof(*p));
 		if (!p)
-			abort();
+			return -ENOMEM;
 		id->pending = p;
 		id->pending_cap = ncap;
 	}
 	id->key[big] = key;
 	id->pending[id->pending_n++] = (heap_entry_t){key, big};
+	return 0;
 }
 
 int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity,
@@ -289,7 +292,10 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 				uint32_t big = ti->buf_big[b] + (uint32_t)i;
 				if (id->used + id->ubigs[big] > id->capacity)
 					break;
-				set_resident(id, big, next_use(ti, big - ti->first_big, 0, -1));
+				if (set_resident(id, big, next_use(ti, big - ti->first_big, 0, -1))) {
+					gmx_ideal_destroy(id);
+					return -ENOMEM;
+				}
 				id->used += id->ubigs[big];
 			}
 		}
@@ -418,13 +424,15 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 					id->used += id->ubigs[big];
 					id->in_bytes += (uint64_t)id->ubigs[big] << GMX_BIG_SHIFT;
 				}
-				defer_key(id, big, key);
+				if (defer_key(id, big, key))
+					return -ENOMEM;
 				id->stamp[big] = id->stamp_now;
 			}
 		}
 	}
 	for (uint32_t i = 0; i < id->pending_n; i++)
-		heap_push(ti, id->pending[i].key, id->pending[i].big);
+		if (heap_push(ti, id->pending[i].key, id->pending[i].big))
+			return -ENOMEM;
 	id->pending_n = 0;
 	out->in_bytes = id->in_bytes - in0;
 	out->out_bytes = id->out_bytes - out0;
@@ -439,7 +447,7 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 			memcpy(copy, ti->heap, (size_t)k * sizeof(*copy));
 			ti->heap_n = 0;
 			for (uint32_t i = 0; i < k; i++)
-				heap_push(ti, copy[i].key, copy[i].big);
+				(void)heap_push(ti, copy[i].key, copy[i].big); /* fits: the heap only shrank */
 			free(copy);
 		}
 	}

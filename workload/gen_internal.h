@@ -35,7 +35,9 @@
  * the reference llama3-8b-int8 step (default parameters) totals
  * GMX_LLAMA3_STEP_NS: bytes touched / (step - kernels x GMX_KERNEL_MIN_NS).
  * Computed from the llm-decode preset (cheap: one build of ~600 kernels). */
-double gen_rtx5080_bw(void);
+struct gen_ctx;
+/* Sets g->rc to -ENOMEM (when g is not NULL) if the reference cannot be built. */
+double gen_rtx5080_bw(struct gen_ctx *g);
 
 /* Duration of a memory-bound kernel that touches `bytes`. */
 uint64_t gen_membound_ns(uint64_t bytes, double bw);

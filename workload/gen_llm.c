@@ -275,16 +275,20 @@ int gen_llm_build_with(struct gen_ctx *g, double bw)
 	return 0;
 }
 
-double gen_rtx5080_bw(void)
+double gen_rtx5080_bw(struct gen_ctx *g)
 {
 	/* Build the reference step (llama3-8b-int8, defaults) without durations
-	 * and solve bytes / (step - kernels * floor) for the bandwidth. */
+	 * and solve bytes / (step - kernels * floor) for the bandwidth. The value
+	 * depends on constants only: computed once. */
+	static double cached;
+	if (cached > 0)
+		return cached;
 	gmx_workload_t w;
-	struct gen_ctx g = {.w = &w};
+	struct gen_ctx ref = {.w = &w};
 	double bw = 0;
 	memset(&w, 0, sizeof(w));
-	if (gen_defaults(&g, &gen_llm_decode) == 0 && gmx_workload_init(&w, "ref") == 0 &&
-	    gen_llm_build_with(&g, 0) == 0) {
+	if (gen_defaults(&ref, &gen_llm_decode) == 0 && gmx_workload_init(&w, "ref") == 0 &&
+	    gen_llm_build_with(&ref, 0) == 0) {
 		uint64_t bytes = 0, kernels = 0;
 		for (uint32_t i = 0; i < w.n_ops; i++)
 			if (w.ops[i].kind == GMX_OP_KERNEL)
@@ -294,12 +298,20 @@ double gen_rtx5080_bw(void)
 		bw = (double)bytes * 1e9 / (double)(GMX_LLAMA3_STEP_NS - kernels * GMX_KERNEL_MIN_NS);
 	}
 	gmx_workload_free(&w);
-	return bw > 0 ? bw : GMX_RTX5080_PEAK_BW; /* only on out-of-memory */
+	if (bw > 0) {
+		cached = bw;
+		return bw;
+	}
+	/* Only out of memory gets here: the caller's build fails with it. */
+	if (g && !g->rc)
+		g->rc = -ENOMEM;
+	return GMX_RTX5080_PEAK_BW;
 }
 
 static int llm_build(struct gen_ctx *g)
 {
-	return gen_llm_build_with(g, gen_rtx5080_bw());
+	double bw = gen_rtx5080_bw(g);
+	return g->rc ? g->rc : gen_llm_build_with(g, bw);
 }
 
 const struct gen_kind gen_llm_decode = {

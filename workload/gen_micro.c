@@ -54,7 +54,7 @@ static int vadd_build(struct gen_ctx *g)
 		gen_touch(g, a, 0, bytes);
 		gen_touch(g, b, 0, bytes);
 		gen_touch(g, c, 0, bytes);
-		gen_dur(g, gen_membound_ns(3 * bytes, gen_rtx5080_bw()));
+		gen_dur(g, gen_membound_ns(3 * bytes, gen_rtx5080_bw(g)));
 	}
 	gen_sync(g, 0);
 	return g->rc;
@@ -109,7 +109,7 @@ static int mm_build(struct gen_ctx *g)
 	uint64_t bytes = n * n * MICRO_ELEM;
 	double flops = 2.0 * (double)n * (double)n * (double)n;
 	uint64_t compute_ns = (uint64_t)llround(flops * 1e9 / (GMX_RTX5080_FP32_PEAK * GMX_SGEMM_EFFICIENCY));
-	uint64_t memory_ns = gen_membound_ns(3 * bytes, gen_rtx5080_bw()) - GMX_KERNEL_MIN_NS;
+	uint64_t memory_ns = gen_membound_ns(3 * bytes, gen_rtx5080_bw(g)) - GMX_KERNEL_MIN_NS;
 	for (uint64_t i = 0; i < count && !g->rc; i++) {
 		uint32_t a = gen_buffer(g, bytes, "A"), b = gen_buffer(g, bytes, "B"), c = gen_buffer(g, bytes, "C");
 		/* 16x16 thread tiles over C. */

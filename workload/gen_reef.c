@@ -333,7 +333,7 @@ static int reef_build(struct gen_ctx *g)
 			continue;
 		double ns_k = request_ns * lat[k] / lat_sum;
 		double bytes = (double)(par_bytes[k] + batch * act_bytes[k]);
-		double mem_ns = bytes / gen_rtx5080_bw() * 1e9;
+		double mem_ns = bytes / gen_rtx5080_bw(g) * 1e9;
 		double flop_ns = flops[k] / (GMX_RTX5080_FP32_PEAK * GMX_REEF_CONV_EFFICIENCY) * 1e9;
 		ns_k = ns_k > mem_ns ? ns_k : mem_ns;
 		ns_k = ns_k > flop_ns ? ns_k : flop_ns;

@@ -88,7 +88,7 @@ static int hs_build(struct gen_ctx *g)
 		return gen_fail(g, "n=%llu too large (n * n must fit an int)", (unsigned long long)n);
 	uint32_t pyr = (uint32_t)gen_u(g, "pyramid");
 	uint64_t think = gen_u(g, "think");
-	double bw = gen_rtx5080_bw();
+	double bw = gen_rtx5080_bw(g);
 	if (set_meta(g, "hotspot"))
 		return -ENOMEM;
 	uint64_t grid_bytes = n * n * 4;
@@ -188,7 +188,7 @@ static int dwt_build(struct gen_ctx *g)
 		return gen_fail(g, "levels=%u too many for a %llu-pixel image (the last band would be under 2 pixels)", levels,
 				(unsigned long long)n);
 	uint64_t think = gen_u(g, "think");
-	double bw = gen_rtx5080_bw();
+	double bw = gen_rtx5080_bw(g);
 	if (set_meta(g, "dwt2d"))
 		return -ENOMEM;
 	const uint64_t pixels = n * n, plane = pixels * 4;
@@ -289,7 +289,7 @@ static int cfd_build(struct gen_ctx *g)
 	if (nelr * CFD_NNB * CFD_NDIM > RD_INT_MAX)
 		return gen_fail(g, "nelr=%llu too large (array indices are int)", (unsigned long long)nelr);
 	uint64_t think = gen_u(g, "think");
-	double bw = gen_rtx5080_bw();
+	double bw = gen_rtx5080_bw(g);
 	if (set_meta(g, "cfd"))
 		return -ENOMEM;
 	const uint64_t var_bytes = nelr * CFD_NVAR * 4;
@@ -399,7 +399,7 @@ static int nn_build(struct gen_ctx *g)
 	uint64_t think = gen_u(g, "think");
 	if (readback)
 		think += (uint64_t)llround((double)n * NN_HOST_NS_PER_RECORD);
-	double bw = gen_rtx5080_bw();
+	double bw = gen_rtx5080_bw(g);
 	if (set_meta(g, "nn"))
 		return -ENOMEM;
 	uint32_t loc = gen_buffer(g, n * 8, "d_locations");
