@@ -1,6 +1,7 @@
-/* The discrete-event engine: host threads, per-stream hardware queues, one
- * execution engine shared by contexts, two copy engines, and the memory mode.
- * Policies (core/) decide what reaches the hardware queues. */
+/* The discrete-event engine: per-stream hardware queues, one execution engine
+ * shared by contexts, two copy engines, and the memory modes; the host threads
+ * that feed it are in host.c. Policies (core/) decide what reaches the
+ * hardware queues. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,94 +18,8 @@
 #include "sim.h"
 #include "um.h"
 
-enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_STOP };
-enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_COUNT };
-enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
+#include "engine_internal.h"
 
-typedef struct scmd {
-	gmx_cmd_t c;
-	int64_t issue;     /* host issue time */
-	int64_t started;   /* when it began on its engine */
-	int64_t dur;       /* scaled solo duration */
-	int64_t compute_left;
-	uint64_t pages_total, pages_left;
-	gmx_access_cursor_t cur;
-	uint32_t slot, op_index;
-	uint64_t unit;
-	uint8_t engine;
-	struct scmd *hw_next;
-	struct scmd *live_prev, *live_next; /* every command alive, freed at the end */
-	/* spatial sharing (GMX_POLICY_SPATIAL): progress at a rate that changes */
-	double work_left, slow; /* solo ns still to run; current slowdown */
-	int64_t rate_t;         /* when work_left was last brought up to date */
-	uint32_t end_gen, ends_pending;
-	uint8_t running, dead;  /* on the engine; ended but an old end event is still queued */
-} scmd_t;
-
-typedef struct slot {
-	int16_t stream;
-	scmd_t *hw_head, *hw_tail; /* submitted, not started */
-	scmd_t *busy;
-	uint32_t outstanding;      /* launched, not completed */
-	int64_t last_end;
-} slot_t;
-
-typedef struct stask {
-	const gmx_sim_task_t *cfg;
-	const gmx_workload_t *w;
-	slot_t *slots;
-	uint32_t n_slots;
-	uint32_t pc;
-	uint64_t unit;
-	int host;
-	int16_t wait_stream; /* -1 all */
-	int wait_unit_end;
-	uint64_t outstanding;
-	int64_t unit_start;
-	int64_t *arrivals;
-	uint32_t arr_head, arr_n, arr_cap;
-	uint32_t next_gap;
-	double *lat;
-	uint64_t n_lat, cap_lat;
-	uint64_t units_done;
-	int done;
-	int64_t done_time;
-	double scale_mem, scale_compute;
-	double unit_gpu_ns;  /* scaled solo GPU time of one unit */
-	double done_gpu_ns;  /* of it, completed in the current unit */
-	uint64_t exec_unit;
-	uint32_t exec_op;
-} stask_t;
-
-typedef struct sim {
-	const gmx_sim_config_t *cfg;
-	const gmx_preset_t *dev;
-	gmx_event_queue_t q;
-	int64_t now;
-	int stop;
-	stask_t *t;
-	uint32_t n;
-	gmx_policy_t *policy;
-	uint64_t next_seq, timer_gen;
-	uint32_t running[ENG_COUNT];
-	int ee_task, ee_last_task;
-	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
-	gmx_memspace_t mem;
-	gmx_ideal_t *ideal;
-	gmx_msched_t *ms;  /* msched modes */
-	int slice_task;    /* ideal: the task whose slice runs, and since when */
-	int64_t slice_start;
-	int64_t *progress;
-	uint64_t rng;
-	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
-	scmd_t *live;
-	int spatial;       /* contexts share the execution engine (policy flag) */
-	scmd_t **run;      /* spatial: kernels running on the execution engine */
-	uint32_t n_run, cap_run;
-	int error;
-	char *err;
-	size_t err_len;
-} sim_t;
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {"inmem", "um", "ideal", "msched", "msched-wholealloc",
 							     "msched-serial", "msched-fifo"};
@@ -122,7 +37,7 @@ int gmx_mem_mode_parse(const char *name)
 	return -1;
 }
 
-static void fail(sim_t *s, int rc, const char *msg)
+void gmx_sim__fail(sim_t *s, int rc, const char *msg)
 {
 	if (!s->error) {
 		s->error = rc;
@@ -131,24 +46,19 @@ static void fail(sim_t *s, int rc, const char *msg)
 	s->stop = 1;
 }
 
-static void push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b)
+void gmx_sim__push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b)
 {
 	if (gmx_events_push(&s->q, at, kind, a, b))
-		fail(s, -ENOMEM, "out of memory for events");
+		gmx_sim__fail(s, -ENOMEM, "out of memory for events");
 }
 
 /* splitmix64: a small, well-known generator; deterministic across platforms. */
-static uint64_t rng_next(sim_t *s)
+uint64_t gmx_sim__rng_next(sim_t *s)
 {
 	uint64_t z = (s->rng += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
-}
-
-static int64_t seconds_ns(double sec)
-{
-	return (int64_t)llround(sec * 1e9);
 }
 
 /* ---- device side ---------------------------------------------------------- */
@@ -178,7 +88,7 @@ static int dev_submit(void *ctx, gmx_cmd_t *c)
 static void dev_set_timer(void *ctx, int64_t at)
 {
 	sim_t *s = ctx;
-	push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
+	gmx_sim__push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
 }
 
 static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
@@ -223,7 +133,7 @@ static void try_start(sim_t *s)
 			s->ee_task = s->ee_last_task = (int)best->c.task;
 		}
 		s->running[best->engine]++;
-		push(s, at, EV_START, best->c.task, (uint64_t)(uintptr_t)best);
+		gmx_sim__push(s, at, EV_START, best->c.task, (uint64_t)(uintptr_t)best);
 	}
 }
 
@@ -257,7 +167,7 @@ static void spatial_update(sim_t *s)
 		x->slow = f;
 		x->end_gen++;
 		x->ends_pending++;
-		push(s, s->now + (int64_t)ceil(x->work_left * f), EV_END, x->end_gen, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, s->now + (int64_t)ceil(x->work_left * f), EV_END, x->end_gen, (uint64_t)(uintptr_t)x);
 	}
 }
 
@@ -267,7 +177,7 @@ static void spatial_begin(sim_t *s, scmd_t *x)
 		uint32_t nc = s->cap_run ? 2 * s->cap_run : 16;
 		scmd_t **p = realloc(s->run, nc * sizeof(*p)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 		if (!p) {
-			fail(s, -ENOMEM, "out of memory for running kernels");
+			gmx_sim__fail(s, -ENOMEM, "out of memory for running kernels");
 			return;
 		}
 		s->run = p;
@@ -336,7 +246,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		return;
 	}
 	if (x->engine != ENG_EXEC || !op->region_count || s->cfg->mem == GMX_MEM_INMEM) {
-		push(s, s->now + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, s->now + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
 		return;
 	}
 	if (s->cfg->mem == GMX_MEM_IDEAL) {
@@ -346,7 +256,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		gmx_ideal_moves_t mv;
 		int rc = gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv);
 		if (rc) {
-			fail(s, rc, rc == -ENOMEM ? "out of memory in the ideal mode's bookkeeping"
+			gmx_sim__fail(s, rc, rc == -ENOMEM ? "out of memory in the ideal mode's bookkeeping"
 						  : "a kernel touches more memory than the device holds");
 			return;
 		}
@@ -364,7 +274,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		if (mv.out_bytes && s->d2h_free > start)
 			start = s->d2h_free;
 		s->prev_ee_start = start;
-		push(s, start + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, start + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
 		return;
 	}
 	if (s->ms) {
@@ -372,13 +282,13 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		 * prediction missed faults in through the unified-memory path below. */
 		int64_t ready;
 		if (gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready)) {
-			fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+			gmx_sim__fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
 			return;
 		}
 		x->pages_total = x->pages_left = gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
 		x->compute_left = x->dur;
 		memset(&x->cur, 0, sizeof(x->cur));
-		push(s, ready, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, ready, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
 		return;
 	}
 	/* Unified memory: run until the next missing page, fault, resume. */
@@ -396,7 +306,7 @@ static void um_resume(sim_t *s, scmd_t *x)
 	uint64_t passed = gmx_um_seek_missing(&s->mem, x->c.task, &tk->w->regions[op->region_first],
 					      op->region_count, &x->cur, &done);
 	if (done) {
-		push(s, s->now + x->compute_left, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, s->now + x->compute_left, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
 		return;
 	}
 	if (passed > x->pages_left)
@@ -404,7 +314,7 @@ static void um_resume(sim_t *s, scmd_t *x)
 	int64_t run = x->pages_left ? (int64_t)((double)x->compute_left * (double)passed / (double)x->pages_left) : 0;
 	x->pages_left -= passed;
 	x->compute_left -= run;
-	push(s, s->now + run, EV_FAULT, x->c.task, (uint64_t)(uintptr_t)x);
+	gmx_sim__push(s, s->now + run, EV_FAULT, x->c.task, (uint64_t)(uintptr_t)x);
 }
 
 static void um_fault(sim_t *s, scmd_t *x)
@@ -415,7 +325,7 @@ static void um_fault(sim_t *s, scmd_t *x)
 	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, &tk->w->regions[op->region_first], op->region_count,
 				x->cur, ++s->stamp, s->now, &b);
 	if (rc) {
-		fail(s, rc, "a fault batch needs more memory than the device holds");
+		gmx_sim__fail(s, rc, "a fault batch needs more memory than the device holds");
 		return;
 	}
 	int64_t at = s->now;
@@ -430,228 +340,11 @@ static void um_fault(sim_t *s, scmd_t *x)
 #ifdef GMX_CHECK_INVARIANTS
 	char msg[160];
 	if (gmx_memspace_check(&s->mem, msg, sizeof(msg))) {
-		fail(s, -EFAULT, msg);
+		gmx_sim__fail(s, -EFAULT, msg);
 		return;
 	}
 #endif
-	push(s, at, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
-}
-
-/* ---- host side ------------------------------------------------------------ */
-
-static void host_run(sim_t *s, uint32_t t);
-
-static void start_unit(sim_t *s, uint32_t t, int64_t started)
-{
-	stask_t *tk = &s->t[t];
-	tk->pc = 0;
-	tk->unit_start = started;
-	tk->host = HOST_RUNNING;
-	push(s, s->now + (int64_t)tk->w->ops[0].think_ns, EV_HOST, t, 0);
-}
-
-static void next_arrival(sim_t *s, uint32_t t)
-{
-	stask_t *tk = &s->t[t];
-	const gmx_sim_task_t *c = tk->cfg;
-	double gap;
-	if (c->arrival == GMX_ARRIVAL_POISSON) {
-		double u = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-		gap = -log(u) / c->rate_per_s;
-	} else {
-		gap = c->gaps_s[tk->next_gap++ % c->n_gaps];
-	}
-	push(s, s->now + seconds_ns(gap), EV_ARRIVAL, t, 0);
-}
-
-static int record_latency(stask_t *tk, double sec)
-{
-	if (tk->n_lat == tk->cap_lat) {
-		uint64_t ncap = tk->cap_lat ? tk->cap_lat * 2 : 256;
-		double *p = realloc(tk->lat, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		tk->lat = p;
-		tk->cap_lat = ncap;
-	}
-	tk->lat[tk->n_lat++] = sec;
-	return 0;
-}
-
-static void unit_complete(sim_t *s, uint32_t t)
-{
-	stask_t *tk = &s->t[t];
-	if (record_latency(tk, (double)(s->now - tk->unit_start) / 1e9))
-		fail(s, -ENOMEM, "out of memory for latencies");
-	tk->units_done++;
-	tk->unit++;
-	tk->pc = 0;
-	tk->done_gpu_ns = 0;
-	if (tk->cfg->units && tk->units_done >= tk->cfg->units) {
-		tk->done = 1;
-		tk->done_time = s->now;
-		tk->host = HOST_DONE;
-		s->cfg->policy->task_done(s->policy, t);
-		if (s->ms)
-			gmx_msched_task_done(s->ms, t);
-		int all = 1;
-		for (uint32_t i = 0; i < s->n; i++)
-			all &= s->t[i].done;
-		if (all)
-			s->stop = 1;
-		return;
-	}
-	if (tk->cfg->arrival == GMX_ARRIVAL_CLOSED) {
-		start_unit(s, t, s->now);
-	} else if (tk->arr_n) {
-		int64_t a = tk->arrivals[tk->arr_head];
-		tk->arr_head = (tk->arr_head + 1) % tk->arr_cap;
-		tk->arr_n--;
-		start_unit(s, t, a);
-	} else {
-		tk->host = HOST_IDLE;
-	}
-}
-
-static uint32_t slot_of(const stask_t *tk, int16_t stream)
-{
-	for (uint32_t k = 0; k < tk->n_slots; k++)
-		if (tk->slots[k].stream == stream)
-			return k;
-	return 0; /* unreachable: slots are built from the workload's own streams */
-}
-
-static int sync_satisfied(const stask_t *tk)
-{
-	if (tk->wait_unit_end || tk->wait_stream < 0)
-		return tk->outstanding == 0;
-	return tk->slots[slot_of(tk, tk->wait_stream)].outstanding == 0;
-}
-
-/* Solo time of a GPU op on this device: copies at the link rate unless the
- * workload recorded their time; kernels rescaled from the workload's device. */
-static int64_t op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *op)
-{
-	double d = (double)op->duration_ns;
-	switch (op->kind) {
-	case GMX_OP_COPY_H2D:
-	case GMX_OP_COPY_D2H:
-		if (!op->duration_ns)
-			d = (double)op->bytes / s->dev->link_serial_gbps;
-		break;
-	case GMX_OP_KERNEL:
-	case GMX_OP_MEMSET:
-		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
-		     : op->klass == GMX_CLASS_MEMORY ? tk->scale_mem
-						      : sqrt(tk->scale_compute * tk->scale_mem);
-		break;
-	default:
-		return 0;
-	}
-	return (int64_t)llround(d);
-}
-
-static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
-{
-	stask_t *tk = &s->t[t];
-	scmd_t *x = calloc(1, sizeof(*x));
-	if (!x) {
-		fail(s, -ENOMEM, "out of memory for commands");
-		return;
-	}
-	x->live_next = s->live;
-	if (s->live)
-		s->live->live_prev = x;
-	s->live = x;
-	x->c.seq = ++s->next_seq;
-	x->c.task = t;
-	x->c.stream = op->stream;
-	x->c.kind = op->kind;
-	x->c.op = op;
-	x->c.workload = tk->w;
-	if (op->kind == GMX_OP_KERNEL)
-		x->c.kernel_id = gmx_sim_kernel_id(tk->w, op);
-	x->issue = s->now;
-	x->slot = slot_of(tk, op->stream);
-	x->op_index = tk->pc;
-	x->unit = tk->unit;
-	x->engine = op->kind == GMX_OP_COPY_H2D ? ENG_H2D : op->kind == GMX_OP_COPY_D2H ? ENG_D2H : ENG_EXEC;
-	x->dur = op_duration(s, tk, op);
-	x->c.predicted_ns = x->dur;
-	tk->outstanding++;
-	tk->slots[x->slot].outstanding++;
-	s->cfg->policy->on_launch(s->policy, &x->c);
-}
-
-/* Issues ops until the host must wait: think time, a synchronisation, or the
- * end of the unit (an implicit device synchronisation: the unit's result). */
-static void host_run(sim_t *s, uint32_t t)
-{
-	stask_t *tk = &s->t[t];
-	const gmx_workload_t *w = tk->w;
-	while (!s->stop) {
-		const gmx_op_t *op = &w->ops[tk->pc];
-		switch (op->kind) {
-		case GMX_OP_KERNEL:
-		case GMX_OP_COPY_H2D:
-		case GMX_OP_COPY_D2H:
-		case GMX_OP_MEMSET:
-			issue_gpu_op(s, t, op);
-			break;
-		case GMX_OP_SYNC:
-			tk->wait_stream = op->stream;
-			tk->wait_unit_end = 0;
-			if (!sync_satisfied(tk)) {
-				tk->host = HOST_BLOCKED;
-				s->cfg->policy->on_host_wait(s->policy, t);
-				return;
-			}
-			break;
-		default:
-			break;
-		}
-		tk->pc++;
-		if (tk->pc == w->n_ops) {
-			tk->wait_unit_end = 1;
-			if (tk->outstanding) {
-				tk->host = HOST_BLOCKED;
-				s->cfg->policy->on_host_wait(s->policy, t);
-			} else {
-				unit_complete(s, t);
-			}
-			return;
-		}
-		if (w->ops[tk->pc].think_ns) {
-			push(s, s->now + (int64_t)w->ops[tk->pc].think_ns, EV_HOST, t, 0);
-			return;
-		}
-	}
-}
-
-static void host_wake(sim_t *s, uint32_t t)
-{
-	stask_t *tk = &s->t[t];
-	if (tk->host != HOST_BLOCKED || !sync_satisfied(tk))
-		return;
-	tk->host = HOST_RUNNING;
-	if (tk->wait_unit_end) {
-		tk->wait_unit_end = 0;
-		unit_complete(s, t);
-		return;
-	}
-	tk->pc++;
-	if (tk->pc == tk->w->n_ops) {
-		tk->pc--; /* let host_run see the end of unit through its usual path */
-		tk->wait_unit_end = 1;
-		if (tk->outstanding) {
-			tk->host = HOST_BLOCKED;
-			return;
-		}
-		tk->wait_unit_end = 0;
-		unit_complete(s, t);
-		return;
-	}
-	push(s, s->now + (int64_t)tk->w->ops[tk->pc].think_ns, EV_HOST, t, 0);
+	gmx_sim__push(s, at, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
 }
 
 static void record_span(sim_t *s, const scmd_t *x)
@@ -663,7 +356,7 @@ static void record_span(sim_t *s, const scmd_t *x)
 		uint64_t ncap = tl->cap ? tl->cap * 2 : 4096;
 		gmx_sim_span_t *p = realloc(tl->spans, ncap * sizeof(*p));
 		if (!p) {
-			fail(s, -ENOMEM, "out of memory for the timeline");
+			gmx_sim__fail(s, -ENOMEM, "out of memory for the timeline");
 			return;
 		}
 		tl->spans = p;
@@ -717,7 +410,7 @@ static void cmd_end(sim_t *s, scmd_t *x)
 		x->dead = 1; /* freed when its last stale end event is popped */
 	else
 		free_cmd(s, x);
-	host_wake(s, (uint32_t)(tk - s->t));
+	gmx_sim__host_wake(s, (uint32_t)(tk - s->t));
 	try_start(s);
 }
 
@@ -761,7 +454,7 @@ static int build_task(sim_t *s, uint32_t i)
 		tk->scale_compute = ref->fp32_tflops / s->dev->fp32_tflops;
 	}
 	for (uint32_t k = 0; k < tk->w->n_ops; k++)
-		tk->unit_gpu_ns += (double)op_duration(s, tk, &tk->w->ops[k]);
+		tk->unit_gpu_ns += (double)gmx_sim__op_duration(s, tk, &tk->w->ops[k]);
 	if (c->arrival != GMX_ARRIVAL_CLOSED) {
 		tk->arr_cap = 1024;
 		tk->arrivals = calloc(tk->arr_cap, sizeof(int64_t));
@@ -769,20 +462,6 @@ static int build_task(sim_t *s, uint32_t i)
 			return -ENOMEM;
 	}
 	return 0;
-}
-
-static void on_arrival(sim_t *s, uint32_t t)
-{
-	stask_t *tk = &s->t[t];
-	if (tk->done)
-		return;
-	if (tk->host == HOST_IDLE) {
-		start_unit(s, t, s->now);
-	} else if (tk->arr_n < tk->arr_cap) {
-		tk->arrivals[(tk->arr_head + tk->arr_n) % tk->arr_cap] = s->now;
-		tk->arr_n++;
-	} /* a queue 1024 deep is saturated: further requests are dropped, not queued */
-	next_arrival(s, t);
 }
 
 static double percentile(double *v, uint64_t n, double q)
@@ -919,13 +598,13 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
 		if (cfg->tasks[i].arrival == GMX_ARRIVAL_CLOSED)
-			start_unit(&s, i, 0);
+			gmx_sim__start_unit(&s, i, 0);
 		else {
 			s.t[i].host = HOST_IDLE;
-			next_arrival(&s, i);
+			gmx_sim__next_arrival(&s, i);
 		}
 	}
-	push(&s, cfg->duration_ns, EV_STOP, 0, 0);
+	gmx_sim__push(&s, cfg->duration_ns, EV_STOP, 0, 0);
 	gmx_event_t e;
 	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
 		s.now = e.time;
@@ -933,10 +612,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		scmd_t *x = (scmd_t *)(uintptr_t)e.b;
 		switch (e.kind) {
 		case EV_HOST:
-			host_run(&s, e.a);
+			gmx_sim__host_run(&s, e.a);
 			break;
 		case EV_ARRIVAL:
-			on_arrival(&s, e.a);
+			gmx_sim__on_arrival(&s, e.a);
 			break;
 		case EV_START:
 			cmd_begin(&s, x);

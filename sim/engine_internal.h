@@ -1,0 +1,123 @@
+/* The simulator's internal state, shared by the device side (engine.c) and
+ * the host threads (host.c). Not a public interface. */
+#ifndef GMX_SIM_ENGINE_INTERNAL_H
+#define GMX_SIM_ENGINE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "events.h"
+#include "ideal.h"
+#include "memspace.h"
+#include "msched.h"
+#include "sim.h"
+#include "um.h"
+
+enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_STOP };
+enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_COUNT };
+enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
+
+typedef struct scmd {
+	gmx_cmd_t c;
+	int64_t issue;     /* host issue time */
+	int64_t started;   /* when it began on its engine */
+	int64_t dur;       /* scaled solo duration */
+	int64_t compute_left;
+	uint64_t pages_total, pages_left;
+	gmx_access_cursor_t cur;
+	uint32_t slot, op_index;
+	uint64_t unit;
+	uint8_t engine;
+	struct scmd *hw_next;
+	struct scmd *live_prev, *live_next; /* every command alive, freed at the end */
+	/* spatial sharing (GMX_POLICY_SPATIAL): progress at a rate that changes */
+	double work_left, slow; /* solo ns still to run; current slowdown */
+	int64_t rate_t;         /* when work_left was last brought up to date */
+	uint32_t end_gen, ends_pending;
+	uint8_t running, dead;  /* on the engine; ended but an old end event is still queued */
+} scmd_t;
+
+typedef struct slot {
+	int16_t stream;
+	scmd_t *hw_head, *hw_tail; /* submitted, not started */
+	scmd_t *busy;
+	uint32_t outstanding;      /* launched, not completed */
+	int64_t last_end;
+} slot_t;
+
+typedef struct stask {
+	const gmx_sim_task_t *cfg;
+	const gmx_workload_t *w;
+	slot_t *slots;
+	uint32_t n_slots;
+	uint32_t pc;
+	uint64_t unit;
+	int host;
+	int16_t wait_stream; /* -1 all */
+	int wait_unit_end;
+	uint64_t outstanding;
+	int64_t unit_start;
+	int64_t *arrivals;
+	uint32_t arr_head, arr_n, arr_cap;
+	uint32_t next_gap;
+	double *lat;
+	uint64_t n_lat, cap_lat;
+	uint64_t units_done;
+	int done;
+	int64_t done_time;
+	double scale_mem, scale_compute;
+	double unit_gpu_ns;  /* scaled solo GPU time of one unit */
+	double done_gpu_ns;  /* of it, completed in the current unit */
+	uint64_t exec_unit;
+	uint32_t exec_op;
+} stask_t;
+
+typedef struct sim {
+	const gmx_sim_config_t *cfg;
+	const gmx_preset_t *dev;
+	gmx_event_queue_t q;
+	int64_t now;
+	int stop;
+	stask_t *t;
+	uint32_t n;
+	gmx_policy_t *policy;
+	uint64_t next_seq, timer_gen;
+	uint32_t running[ENG_COUNT];
+	int ee_task, ee_last_task;
+	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
+	gmx_memspace_t mem;
+	gmx_ideal_t *ideal;
+	gmx_msched_t *ms;  /* msched modes */
+	int slice_task;    /* ideal: the task whose slice runs, and since when */
+	int64_t slice_start;
+	int64_t *progress;
+	uint64_t rng;
+	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
+	scmd_t *live;
+	int spatial;       /* contexts share the execution engine (policy flag) */
+	scmd_t **run;      /* spatial: kernels running on the execution engine */
+	uint32_t n_run, cap_run;
+	int error;
+	char *err;
+	size_t err_len;
+} sim_t;
+
+/* Records an error (the first one wins) and stops the run. */
+void gmx_sim__fail(sim_t *s, int rc, const char *msg);
+
+/* Schedules an event; out of memory stops the run with an error. */
+void gmx_sim__push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b);
+
+/* The run's seeded generator (splitmix64). */
+uint64_t gmx_sim__rng_next(sim_t *s);
+
+/* Solo time of a GPU op on this device, rescaled from the workload's device. */
+int64_t gmx_sim__op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *op);
+
+/* Host threads (host.c). */
+void gmx_sim__start_unit(sim_t *s, uint32_t t, int64_t started);
+void gmx_sim__next_arrival(sim_t *s, uint32_t t);
+void gmx_sim__on_arrival(sim_t *s, uint32_t t);
+void gmx_sim__host_run(sim_t *s, uint32_t t);
+void gmx_sim__host_wake(sim_t *s, uint32_t t);
+
+#endif
