@@ -12,6 +12,7 @@
 #include "gpumux/gen.h"
 #include "gpumux/template.h"
 #include "msched.h"
+#include "bench_util.h"
 #include "scenario.h"
 
 /* Memory modes of the table, in column order; "um-long" is um under the
@@ -21,18 +22,6 @@
 static const char *const modes[] = {"inmem", "um", "um-long", "msched", "msched-wholealloc", "msched-serial",
 				    "msched-fifo", "ideal", "ideal-long"};
 enum { M_INMEM, M_UM, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEAL, M_IDEALLONG, M_COUNT };
-
-static double mean_retained(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
-{
-	double s = 0;
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < a->n_tasks; i++)
-		if (b->tasks[i].throughput_per_s > 0) {
-			s += a->tasks[i].throughput_per_s / b->tasks[i].throughput_per_s;
-			n++;
-		}
-	return n ? s / n : 0;
-}
 
 static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_result_t *r)
 {
@@ -51,13 +40,6 @@ static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_res
 	return rc;
 }
 
-static double wall_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ns per gmx_tpl_predict over every kernel of w, with templates learned from w. */
 static double predict_ns(const gmx_workload_t *w)
 {
@@ -67,7 +49,7 @@ static double predict_ns(const gmx_workload_t *w)
 	gmx_tpl_range_t out[256];
 	uint64_t calls = 0;
 	volatile uint64_t sink = 0;
-	double t0 = wall_s();
+	double t0 = gmx_bench_wall_s();
 	for (int rep = 0; rep < 200; rep++)
 		for (uint32_t i = 0; i < w->n_ops; i++) {
 			const gmx_op_t *op = &w->ops[i];
@@ -80,7 +62,7 @@ static double predict_ns(const gmx_workload_t *w)
 			sink += n;
 			calls++;
 		}
-	double dt = wall_s() - t0;
+	double dt = gmx_bench_wall_s() - t0;
 	(void)sink;
 	gmx_tpl_set_free(&set);
 	return calls ? dt * 1e9 / (double)calls : 0;
@@ -214,7 +196,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 			}
 			double ret[M_COUNT];
 			for (int m = 0; m < M_COUNT; m++)
-				ret[m] = mean_retained(&r[m], &r[M_INMEM]);
+				ret[m] = gmx_bench_retained(&r[m], &r[M_INMEM]);
 			double sp = ret[M_UM] > 0 ? ret[M_MS] / ret[M_UM] : 0;
 			double fi = ret[M_IDEALLONG] > 0 ? ret[M_MS] / ret[M_IDEALLONG] : 0;
 			double ib = r[M_IDEALLONG].h2d_bytes ? (double)r[M_MS].h2d_bytes / (double)r[M_IDEALLONG].h2d_bytes
@@ -292,8 +274,8 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		gmx_scenario_free(&sc);
 		if (rc)
 			break;
-		double u = mean_retained(&r[M_UM], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
-		       i = mean_retained(&r[M_IDEALLONG], &r[M_INMEM]);
+		double u = gmx_bench_retained(&r[M_UM], &r[M_INMEM]), m = gmx_bench_retained(&r[M_MS], &r[M_INMEM]),
+		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INMEM]);
 		if (print)
 			printf("micro-%-4s %8.2f%% %8.2f%% %8.2f%% %8.2fx\n", micro[p], 100 * u, 100 * m, 100 * i,
 			       u > 0 ? m / u : 0);
@@ -330,8 +312,8 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		gmx_scenario_free(&sc);
 		if (rc)
 			break;
-		double u = mean_retained(&r[M_UMLONG], &r[M_INMEM]), m = mean_retained(&r[M_MS], &r[M_INMEM]),
-		       i = mean_retained(&r[M_IDEALLONG], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
+		double u = gmx_bench_retained(&r[M_UMLONG], &r[M_INMEM]), m = gmx_bench_retained(&r[M_MS], &r[M_INMEM]),
+		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
 		if (print)
 			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %7.0f ms\n", slices_ms[k], 100 * u, 100 * m, 100 * i, wait);
 		json_t *o = json_object();

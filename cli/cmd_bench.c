@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "memspace.h"
 #include "replay.h"
+#include "bench_util.h"
 #include "scenario.h"
 #include "um.h"
 
@@ -22,13 +23,6 @@ typedef struct bench_opts {
 	const char *traces; /* the shared traces folder */
 	int json, quick;
 } bench_opts_t;
-
-static double wall_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Loads dir/name and runs it under (sched, mem); prints the error and returns
  * non-zero on failure. */
@@ -42,27 +36,14 @@ static int run_file(const bench_opts_t *o, const char *name, const char *sched, 
 		fprintf(stderr, "gpumux bench: %s\n", err);
 		return 1;
 	}
-	double t0 = wall_s();
+	double t0 = gmx_bench_wall_s();
 	int rc = gmx_scenario_run(&sc, sched, mem, res, err, sizeof(err));
 	if (seconds)
-		*seconds = wall_s() - t0;
+		*seconds = gmx_bench_wall_s() - t0;
 	gmx_scenario_free(&sc);
 	if (rc)
 		fprintf(stderr, "gpumux bench: %s\n", err);
 	return rc ? 1 : 0;
-}
-
-/* Mean over tasks of throughput(a) / throughput(b). */
-static double retained(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
-{
-	double s = 0;
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < a->n_tasks; i++)
-		if (b->tasks[i].throughput_per_s > 0) {
-			s += a->tasks[i].throughput_per_s / b->tasks[i].throughput_per_s;
-			n++;
-		}
-	return n ? s / n : 0;
 }
 
 /* The fault path alone: isolated single-page faults, then a sequential sweep. */
@@ -139,7 +120,7 @@ static int bench_calibrate(const bench_opts_t *o)
 				json_decref(rows);
 				return 1;
 			}
-			double ret = retained(&r[1], &r[0]), units = 0;
+			double ret = gmx_bench_retained(&r[1], &r[0]), units = 0;
 			for (uint32_t i = 0; i < r[1].n_tasks; i++)
 				units += r[1].tasks[i].throughput_per_s * r[1].sim_time_s;
 			double fpu = units > 0 ? (double)r[1].faults / units : 0;
@@ -180,7 +161,7 @@ static int bench_calibrate(const bench_opts_t *o)
 			json_decref(rows);
 			return 1;
 		}
-		double ret = retained(&mi[1], &mi[0]);
+		double ret = gmx_bench_retained(&mi[1], &mi[0]);
 		collapse[p] = ret > 0 ? 1 / ret : 0;
 	}
 	free(mi);
