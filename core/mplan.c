@@ -114,7 +114,8 @@ int gmx_mplan_switch(gmx_mplan_t *p, const gmx_mplan_timeline_t *tl, const uint3
 	/* The low 24 bits hold the unit only up to 16M units; sort pairs instead
 	 * when there are more. */
 	if (p->n_units <= 0xffffffu) {
-		qsort(p->key, n_resident, sizeof(uint64_t), cmp_desc);
+		if (n_resident) /* key is NULL until the first resident unit */
+			qsort(p->key, n_resident, sizeof(uint64_t), cmp_desc);
 		for (uint32_t i = 0; i < n_resident; i++)
 			evict[i] = (uint32_t)(p->key[i] & 0xffffffull);
 	} else {
