@@ -239,6 +239,46 @@ void gmx_kprof_finish(gmx_kprof_t *p)
 	}
 }
 
+int gmx_kprof_snapshot(const gmx_kprof_t *src, gmx_kprof_t *dst)
+{
+	int rc = gmx_kprof_init(dst, src->task ? src->task : "");
+	if (rc)
+		return rc;
+	dst->units = src->units;
+	int64_t *tmp = NULL;
+	uint32_t tmp_cap = 0;
+	for (uint32_t i = 0; i < src->n && rc == 0; i++) {
+		const gmx_kprof_entry_t *e = &src->e[i];
+		gmx_kprof_entry_t c = *e;
+		c.dur_s = c.gap_s = NULL;
+		c.n_s = 0;
+		if (e->n_s) {
+			/* summarise() sorts: work on a copy so src's reservoir is untouched. */
+			if (e->n_s > tmp_cap) {
+				int64_t *t = realloc(tmp, (size_t)e->n_s * sizeof(*t));
+				if (!t) {
+					rc = -ENOMEM;
+					break;
+				}
+				tmp = t;
+				tmp_cap = e->n_s;
+			}
+			memcpy(tmp, e->dur_s, (size_t)e->n_s * sizeof(*tmp));
+			summarise(tmp, e->n_s, &c.dur);
+			memcpy(tmp, e->gap_s, (size_t)e->n_s * sizeof(*tmp));
+			summarise(tmp, e->n_s, &c.gap);
+		}
+		rc = gmx_kprof_put(dst, &c);
+	}
+	free(tmp);
+	if (rc) {
+		gmx_kprof_free(dst);
+		return rc;
+	}
+	gmx_kprof_finish(dst);
+	return 0;
+}
+
 static int dist_ok(const gmx_kdist_t *d)
 {
 	for (int i = 0; i < GMX_KPROF_QPTS; i++)

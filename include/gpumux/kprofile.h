@@ -75,6 +75,10 @@ int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns
  * IDs whose duration and gap do not vary (they add nothing). Idempotent. */
 void gmx_kprof_finish(gmx_kprof_t *p);
 
+/* Initialises *dst with src summarised as gmx_kprof_finish would, leaving src
+ * untouched (it may still be measuring). 0, -EINVAL or -ENOMEM (*dst freed). */
+int gmx_kprof_snapshot(const gmx_kprof_t *src, gmx_kprof_t *dst);
+
 /* Adds a summarised entry (a loaded profile): copies e (name included).
  * 0, -EEXIST (the key is already there), -EINVAL (id 0, n 0, quantiles not
  * non-decreasing or negative) or -ENOMEM. */

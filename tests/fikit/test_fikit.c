@@ -85,6 +85,42 @@ static void test_quantiles(void **state)
 	gmx_kprof_free(&p);
 }
 
+/* A snapshot is the finished profile, and the source keeps measuring as if
+ * nothing had happened (the daemon saves while a policy still learns). */
+static void test_snapshot(void **state)
+{
+	(void)state;
+	gmx_kprof_t p, snap, done;
+	assert_int_equal(gmx_kprof_init(&p, "t"), 0);
+	for (int i = 0; i < 10; i++) {
+		gmx_kprof_observe(&p, 5, 1, 10000, 0, "a");
+		gmx_kprof_observe(&p, 5, 2, 100000, 0, "a");
+		gmx_kprof_observe(&p, 9, 1, 3000, 0, "b");
+		gmx_kprof_observe(&p, 9, 2, 3000, 0, "b");
+	}
+	assert_int_equal(gmx_kprof_snapshot(&p, &snap), 0);
+	assert_string_equal(snap.task, "t");
+	assert_null(gmx_kprof_find(&snap, 9, 1)); /* compacted as finish would */
+	assert_int_equal(gmx_kdist_quantile(&gmx_kprof_lookup(&snap, 5, 2)->dur, 0.5), 100000);
+	assert_non_null(gmx_kprof_find(&p, 9, 1)); /* the source is untouched */
+	assert_int_equal(gmx_kprof_find(&p, 5, 1)->n_s, 10);
+	gmx_kprof_observe(&p, 5, 1, 20000, 0, "a");
+	assert_int_equal(gmx_kprof_find(&p, 5, 1)->n, 11);
+	/* The snapshot equals what finishing the source gives. */
+	assert_int_equal(gmx_kprof_snapshot(&p, &done), 0);
+	gmx_kprof_finish(&p);
+	assert_int_equal(done.n, p.n);
+	for (uint32_t i = 0; i < p.n; i++) {
+		const gmx_kprof_entry_t *e = gmx_kprof_find(&done, p.e[i].id, p.e[i].prev);
+		assert_non_null(e);
+		assert_int_equal(e->n, p.e[i].n);
+		assert_memory_equal(e->dur.q, p.e[i].dur.q, sizeof e->dur.q);
+	}
+	gmx_kprof_free(&done);
+	gmx_kprof_free(&snap);
+	gmx_kprof_free(&p);
+}
+
 static void test_context(void **state)
 {
 	(void)state;
@@ -428,7 +464,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernel_id),        cmocka_unit_test(test_quantiles),
-		cmocka_unit_test(test_context),          cmocka_unit_test(test_bestpriofit_cases),
+		cmocka_unit_test(test_context), cmocka_unit_test(test_snapshot),          cmocka_unit_test(test_bestpriofit_cases),
 		cmocka_unit_test(test_switch_cost),      cmocka_unit_test(test_stream_order),
 		cmocka_unit_test(test_starvation_bound), cmocka_unit_test(test_profile_roundtrip),
 		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse),
