@@ -50,6 +50,10 @@ struct CUfunc_st {
     int nparams;
     size_t off[MAX_PARAMS], size[MAX_PARAMS];
     int ptr[MAX_PARAMS];
+    /* A pointer's extent: ext_mul x the value of parameter ext_arg bytes (ext_arg -1: the
+     * rest of its allocation). */
+    int ext_arg[MAX_PARAMS];
+    uint64_t ext_mul[MAX_PARAMS];
 };
 struct CUmod_st {
     int in_use;
@@ -593,10 +597,29 @@ static int parse_params(struct CUfunc_st *f, char *spec)
     size_t off = 0;
     for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ",")) {
         size_t size;
-        int ptr = 0;
+        int ptr = 0, ext_arg = -1;
+        uint64_t ext_mul = 1;
         if (strcmp(tok, "p") == 0) {
             size = 8;
             ptr = 1;
+        } else if (strncmp(tok, "p@", 2) == 0) {
+            char *end;
+            long k = strtol(tok + 2, &end, 10);
+            if (end == tok + 2 || k < 0 || k >= MAX_PARAMS)
+                return -1;
+            if (*end == '*') {
+                char *e2;
+                unsigned long long mul = strtoull(end + 1, &e2, 10);
+                if (e2 == end + 1 || mul == 0 || mul > (1ull << 32))
+                    return -1;
+                ext_mul = mul;
+                end = e2;
+            }
+            if (*end)
+                return -1;
+            size = 8;
+            ptr = 1;
+            ext_arg = (int)k;
         } else if (!strcmp(tok, "i32") || !strcmp(tok, "u32") || !strcmp(tok, "f32")) {
             size = 4;
         } else if (!strcmp(tok, "i64") || !strcmp(tok, "u64") || !strcmp(tok, "f64")) {
@@ -617,8 +640,16 @@ static int parse_params(struct CUfunc_st *f, char *spec)
         f->off[f->nparams] = off;
         f->size[f->nparams] = size;
         f->ptr[f->nparams] = ptr;
+        f->ext_arg[f->nparams] = ext_arg;
+        f->ext_mul[f->nparams] = ext_mul;
         f->nparams++;
         off += size;
+    }
+    /* An extent names an integer parameter of at most 8 bytes. */
+    for (int i = 0; i < f->nparams; i++) {
+        int k = f->ext_arg[i];
+        if (k >= 0 && (k >= f->nparams || f->ptr[k] || f->size[k] > 8))
+            return -1;
     }
     return 0;
 }
@@ -787,7 +818,17 @@ static int64_t launch_cost(struct CUfunc_st *f, void **params)
         memcpy(&p, params[i], sizeof p);
         alloc_t *a = alloc_find(p);
         if (a && a->kind == KIND_MANAGED) {
-            uint64_t moved = make_resident(a, 0, chunks(a->size));
+            size_t c0 = 0, c1 = chunks(a->size);
+            int k = f->ext_arg[i];
+            if (k >= 0 && params[k]) {
+                uint64_t n = 0;
+                memcpy(&n, params[k], f->size[k]); /* little-endian: the low bytes */
+                uint64_t len = n * f->ext_mul[i], off = p - a->base;
+                uint64_t end = len > a->size - off ? a->size : off + len;
+                c0 = off / CHUNK;
+                c1 = (end + CHUNK - 1) / CHUNK;
+            }
+            uint64_t moved = make_resident(a, c0, c1);
             d += (int64_t)((moved + 65535) / 65536) * FAULT_NS_PER_64K;
         }
     }
