@@ -1,4 +1,5 @@
-/* gpumux profile: record kernel profiles from a scenario and print them. */
+/* gpumux profile: record kernel profiles from a scenario, learn working-set templates from a
+ * workload, and print either file. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -8,23 +9,34 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gpumux/template.h"
+#include "gpumux/workload_io.h"
+#include "msched.h"
 #include "profile.h"
 #include "scenario.h"
+#include "tpl_file.h"
 
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: gpumux profile record SCENARIO.ini -o FILE [--duration S] [--seed N]\n"
+		     "       gpumux profile templates WORKLOAD.gmxw -o FILE\n"
 		     "       gpumux profile show FILE [--all]\n"
 		     "\n"
 		     "record  runs each task of the scenario alone on the simulated GPU while the fikit\n"
 		     "        policy measures every kernel ID's duration and the idle gap after it, and\n"
 		     "        writes the profiles (one per task, keyed by task name) to FILE.\n"
 		     "        `gpumux sim SCENARIO --sched fikit --profile FILE` then uses them.\n"
+		     "templates  learns working-set templates from a workload's launches and the regions\n"
+		     "        each touched, and writes them to FILE for `gpumux run --templates`.\n"
+		     "        Kernels that fit no template are left out (their launches migrate whole\n"
+		     "        allocations).\n"
 		     "show    prints a profile file: per task, each kernel ID with its observations,\n"
 		     "        duration p50/p99 and gap p50/p99; --all also lists the per-context entries.\n"
+		     "        Given a templates file, prints each kernel's template.\n"
 		     "\n"
-		     "A file that is not a valid profile is refused with FILE:LINE: and the reason.\n"
-		     "The format is in docs/fikit.md. See gpumux-profile(1).\n");
+		     "A file that is not valid is refused with FILE:LINE: and the reason. The formats\n"
+		     "are in docs/fikit.md (profiles) and docs/msched.md (templates). See\n"
+		     "gpumux-profile(1).\n");
 }
 
 static int record(int argc, char **argv)
@@ -108,6 +120,76 @@ static int record(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
+static const char *kind_name(uint8_t k)
+{
+	return k == GMX_TPL_T3 ? "T3" : k == GMX_TPL_T2 ? "T2" : k == GMX_TPL_T1 ? "T1" : "other";
+}
+
+static int templates(int argc, char **argv)
+{
+	const char *in = NULL, *outp = NULL;
+	for (int i = 1; i < argc; i++) {
+		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
+			outp = argv[++i];
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (argv[i][0] == '-' || in) {
+			fprintf(stderr, "gpumux profile templates: unexpected '%s' (try --help)\n", argv[i]);
+			return 2;
+		} else
+			in = argv[i];
+	}
+	if (!in || !outp) {
+		fprintf(stderr, "gpumux profile templates: expected one workload and -o FILE (try --help)\n");
+		return 2;
+	}
+	gmx_workload_t w;
+	char err[1024];
+	if (gmx_workload_read(in, &w, err, sizeof(err))) {
+		fprintf(stderr, "gpumux profile templates: %s\n", err);
+		return 1;
+	}
+	gmx_tpl_set_t set = {0};
+	uint32_t kernels = w.n_names, launches = 0;
+	int rc = gmx_msched_learn(&w, &set);
+	for (uint32_t i = 0; i < w.n_ops; i++)
+		launches += w.ops[i].kind == GMX_OP_KERNEL;
+	if (rc)
+		fprintf(stderr, "gpumux profile templates: out of memory\n");
+	else if ((rc = gmx_templates_write(outp, &set, err, sizeof(err))) != 0)
+		fprintf(stderr, "gpumux profile templates: %s\n", err);
+	else {
+		uint32_t by_kind[4] = {0};
+		for (uint32_t i = 0; i < set.n; i++)
+			by_kind[set.t[i].kind & 3]++;
+		printf("%s: %u launches of %u kernel names; %u templates (T1 %u, T2 %u, T3 %u) written to %s\n",
+		       in, launches, kernels, set.n, by_kind[1], by_kind[2], by_kind[3], outp);
+	}
+	gmx_tpl_set_free(&set);
+	gmx_workload_free(&w);
+	return rc ? 1 : 0;
+}
+
+/* Prints a templates file: one line per kernel, one per term. */
+static int show_templates(const char *file)
+{
+	gmx_tpl_set_t set = {0};
+	char err[1024];
+	if (gmx_templates_read(file, &set, err, sizeof(err))) {
+		fprintf(stderr, "gpumux profile show: %s\n", err);
+		gmx_tpl_set_free(&set);
+		return 1;
+	}
+	printf("working-set templates: %u kernels\n", set.n);
+	for (uint32_t i = 0; i < set.n; i++) {
+		const gmx_tpl_t *t = &set.t[i];
+		printf("  %-5s %u args, %u terms  %.80s\n", kind_name(t->kind), t->n_args, t->n_terms, t->name);
+	}
+	gmx_tpl_set_free(&set);
+	return 0;
+}
+
 static void us(char *buf, size_t len, int64_t ns)
 {
 	if (ns >= 10000000)
@@ -136,6 +218,15 @@ static int show(int argc, char **argv)
 		fprintf(stderr, "gpumux profile show: expected a profile file (try --help)\n");
 		return 2;
 	}
+	FILE *peek = fopen(file, "r");
+	char head[32] = "";
+	if (peek) {
+		if (!fgets(head, sizeof(head), peek))
+			head[0] = '\0';
+		fclose(peek);
+	}
+	if (!strncmp(head, "gpumux-templates", 16))
+		return show_templates(file);
 	gmx_kprof_t *p;
 	uint32_t n;
 	char err[1024];
@@ -190,6 +281,9 @@ int gmx_cmd_profile(int argc, char **argv)
 		return record(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "show"))
 		return show(argc - 1, argv + 1);
-	fprintf(stderr, "gpumux profile: unknown subcommand '%s' (expected record or show)\n", argv[1]);
+	if (!strcmp(argv[1], "templates"))
+		return templates(argc - 1, argv + 1);
+	fprintf(stderr, "gpumux profile: unknown subcommand '%s' (expected record, templates or show)\n",
+		argv[1]);
 	return 2;
 }
