@@ -13,17 +13,21 @@
 
 #include "../daemon/gmx_proto.h"
 #include "commands.h"
+#include "tpl_file.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: gpumux run [--priority N] [--name NAME] [--oversubscribe] [--runtime-dir DIR]\n"
-            "                  -- COMMAND [ARGS...]\n"
+            "usage: gpumux run [--priority N] [--name NAME] [--oversubscribe [--templates FILE]]\n"
+            "                  [--runtime-dir DIR] -- COMMAND [ARGS...]\n"
             "  Runs COMMAND unchanged with gpumux's libcuda.so.1 first on LD_LIBRARY_PATH; its\n"
             "  GPU work is scheduled by gpumuxd (pass-through while no daemon runs).\n"
             "  --priority N       0 (highest) to 9 (default 5)\n"
             "  --name NAME        task name: the key of its kernel profiles (default: COMMAND)\n"
             "  --oversubscribe    allocations become managed memory that gpumuxd migrates\n"
+            "  --templates FILE   working-set templates (gpumux profile templates): gpumuxd\n"
+            "                     migrates what each kernel is predicted to touch, not whole\n"
+            "                     allocations\n"
             "  --runtime-dir DIR  where gpumuxd's socket is (default $GPUMUX_RUNTIME_DIR or %s)\n"
             "  GPUMUX_SHIM_DIR overrides where the interposer is looked for.\n",
             GMX_RUNTIME_DIR_DEFAULT);
@@ -69,17 +73,18 @@ int gmx_cmd_run(int argc, char **argv)
     static const struct option opts[] = {{"priority", required_argument, 0, 'p'},
                                          {"name", required_argument, 0, 'n'},
                                          {"oversubscribe", no_argument, 0, 'o'},
+                                         {"templates", required_argument, 0, 't'},
                                          {"runtime-dir", required_argument, 0, 'r'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     long prio = 5;
-    const char *name = NULL, *dir = getenv("GPUMUX_RUNTIME_DIR");
+    const char *name = NULL, *dir = getenv("GPUMUX_RUNTIME_DIR"), *tpl = NULL;
     int oversub = 0, o;
     if (!dir || !*dir)
         dir = GMX_RUNTIME_DIR_DEFAULT;
     optind = 1;
     /* '+': stop at the first non-option, so COMMAND's own options are left alone. */
-    while ((o = getopt_long(argc, argv, "+p:n:or:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "+p:n:ot:r:h", opts, NULL)) != -1) {
         switch (o) {
         case 'p': {
             char *end;
@@ -99,6 +104,7 @@ int gmx_cmd_run(int argc, char **argv)
             name = optarg;
             break;
         case 'o': oversub = 1; break;
+        case 't': tpl = optarg; break;
         case 'r': dir = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -110,6 +116,24 @@ int gmx_cmd_run(int argc, char **argv)
         return 2;
     }
     char **cmd = argv + optind;
+    char tpl_abs[PATH_MAX];
+    if (tpl) {
+        if (!oversub) {
+            fprintf(stderr, "gpumux run: --templates needs --oversubscribe (templates say what "
+                            "to migrate)\n");
+            return 2;
+        }
+        /* Refuse a bad file now, with its line, rather than run without predictions. */
+        char terr[512];
+        if (gmx_templates_check(tpl, terr, sizeof terr) != 0) {
+            fprintf(stderr, "gpumux run: --templates %s\n", terr);
+            return 1;
+        }
+        if (!realpath(tpl, tpl_abs)) {
+            fprintf(stderr, "gpumux run: --templates %s: %s\n", tpl, strerror(errno));
+            return 1;
+        }
+    }
     char shim[PATH_MAX];
     if (find_shim(shim, sizeof shim) != 0) {
         fprintf(stderr, "gpumux run: the interposer libcuda.so.1 was not found (looked in "
@@ -147,7 +171,8 @@ int gmx_cmd_run(int argc, char **argv)
     if (setenv("LD_LIBRARY_PATH", ld, 1) || setenv("GPUMUX_SHIM_POLICY", "daemon", 1) ||
         setenv("GPUMUX_RUNTIME_DIR", dir, 1) || setenv("GPUMUX_PRIORITY", pr, 1) ||
         setenv("GPUMUX_NAME", name, 1) ||
-        (oversub ? setenv("GPUMUX_OVERSUBSCRIBE", "1", 1) : unsetenv("GPUMUX_OVERSUBSCRIBE"))) {
+        (oversub ? setenv("GPUMUX_OVERSUBSCRIBE", "1", 1) : unsetenv("GPUMUX_OVERSUBSCRIBE")) ||
+        (tpl ? setenv("GPUMUX_TEMPLATES", tpl_abs, 1) : unsetenv("GPUMUX_TEMPLATES"))) {
         fprintf(stderr, "gpumux run: cannot set the environment: %s\n", strerror(errno));
         return 1;
     }

@@ -134,6 +134,11 @@ int gmx_cmd_status(int argc, char **argv)
     printf("device memory %.0f MiB, resident %.1f MiB; %.0f grants, %.0f refused, %.0f cut off\n",
            num(root, "device_memory_bytes") / 1048576.0, num(root, "resident_bytes") / 1048576.0,
            num(root, "grants"), num(root, "refused"), num(root, "cut_off"));
+    json_t *mig = json_object_get(root, "migration");
+    if (num(mig, "plans") > 0)
+        printf("memory plans %.0f: %.1f MiB loaded, %.1f MiB evicted, %.1f MiB left to demand "
+               "paging\n", num(mig, "plans"), num(mig, "loaded_bytes") / 1048576.0,
+               num(mig, "evicted_bytes") / 1048576.0, num(mig, "demand_paged_bytes") / 1048576.0);
     json_t *hl = json_object_get(root, "hp_grant_latency_us");
     printf("recent high-priority (0-2) notice-to-grant latency: p50 %.1f us, p99 %.1f us "
            "(%.0f samples)\n", num(hl, "p50"), num(hl, "p99"), num(hl, "samples"));

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 1u
+#define GMX_PROTO_VERSION 2u /* 2: HOST_WAIT and RANGE entries */
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -76,6 +76,13 @@ typedef struct {
 #define GMX_PROTO_KIND_MEMSET 6u
 #define GMX_CMD_KIND_COUNT_PROTO 9u
 
+/* The unit of the daemon's memory planner and of migration orders: 2 MiB, the driver's
+ * large-page granularity for managed memory. */
+#define GMX_MIG_CHUNK (2ull << 20)
+
+/* Predicted ranges one command may carry (a template's terms, see gpumux/template.h). */
+#define GMX_RANGES_MAX 64u
+
 /* Ring entry types. */
 enum {
     /* up */
@@ -84,6 +91,9 @@ enum {
     GMX_UP_ALLOC,      /* x = address, y = size: managed allocation made */
     GMX_UP_FREE,       /* x = address */
     GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished */
+    GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
+    GMX_UP_RANGE,      /* seq: the command's predicted working set includes x .. x+y; sent
+                        * before that command's NOTICE, at most GMX_RANGES_MAX per command */
     /* down */
     GMX_DOWN_GRANT = 64, /* seq: may be released */
     GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
@@ -127,6 +137,14 @@ static inline int gmx_ring_push(gmx_ring_t *r, const gmx_ring_entry_t *e, int *w
     if (*wake)
         __atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
     return 0;
+}
+
+/* Free entries for a producer; 0 when the indices are corrupt. */
+static inline uint32_t gmx_ring_space(const gmx_ring_t *r)
+{
+    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+    return tail - head > GMX_RING_ENTRIES ? 0 : GMX_RING_ENTRIES - (tail - head);
 }
 
 /* Pops one entry into *e; 1 if one was taken, 0 if empty, -1 if the producer's index is

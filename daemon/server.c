@@ -8,17 +8,21 @@
  * drained after the call returns. Cutting a client off also happens only at the top of the
  * loop, never from inside a policy call.
  *
- * Memory (clients registered with oversubscription): unless the configured policy orders
- * migrations itself, a whole-allocation planner runs at each grant: when the granted task has
- * allocations that are not resident, it evicts whole allocations of other tasks (lowest
- * priority first, then least recently granted) until they fit, waits for those evictions to
- * be acknowledged, then orders the loads, then sends the grant; the client runs the orders in
- * ring order, so a kernel is released only after its task's memory is in.
+ * Memory (clients registered with oversubscription): at each grant, the memory planner
+ * (memplan.c, core's timeline planner underneath) makes the granted command's working set
+ * resident: the ranges its client predicted from templates, or, for a command with no
+ * prediction, every allocation of the client. The coming slices are the granted task's other
+ * queued commands, then the other tasks in the timeline order of core/mplan.c. Evictions go
+ * to their owners at once; the loads and the grant wait until every eviction is
+ * acknowledged; the client runs the orders in ring order, so a kernel is released only after
+ * its memory is in.
  */
 #define _GNU_SOURCE
 #include "daemon.h"
 #include "gpumux/kprofile.h"
+#include "gpumux/mplan.h"
 #include "kprof_file.h"
+#include "memplan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,12 +57,13 @@ typedef struct dcmd {
     client_t *cl;
     int state;
     int64_t notice_ns;
+    gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
+    uint32_t nranges;
     struct dcmd *hnext, *dnext;
 } dcmd_t;
 
 typedef struct {
     uint64_t ptr, size;
-    int resident;
 } dalloc_t;
 
 struct client {
@@ -76,7 +81,11 @@ struct client {
     int64_t last_progress, connected_ns, last_grant_ns;
     dalloc_t *allocs;
     int nallocs;
-    uint64_t alloc_bytes, resident_bytes;
+    uint64_t alloc_bytes;
+    /* RANGE entries waiting for the notice of command rseq */
+    uint64_t rseq;
+    uint32_t nr;
+    gmx_tpl_range_t rbuf[GMX_RANGES_MAX];
     uint32_t lat_ns[GMXD_LAT_SAMPLES];
     uint32_t nlat;
     char cut_reason[192];
@@ -100,7 +109,6 @@ static struct {
     char sock_path[300];
     const gmx_policy_ops_t *ops;
     gmx_policy_t *pol;
-    int policy_migrates; /* the policy orders migrations itself (dev.migrate) */
     int in_policy;
     client_t cl[GMX_MAX_TASKS];
     pending_t pend[PENDING_MAX];
@@ -109,7 +117,9 @@ static struct {
     dcmd_t *deferred;
     action_t *act_head, *act_tail;
     uint32_t evicts_outstanding;
-    uint64_t mem_cap, mem_resident;
+    uint64_t mem_cap;
+    gmxd_mem_t *mem;
+    uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
     int64_t start_ns, timer_at;
     uint64_t refused, cut_off, protocol_errors, total_grants;
     int stop;
@@ -243,15 +253,20 @@ static void flush_actions(void)
     }
 }
 
-static void evict_alloc(client_t *v, dalloc_t *a)
+/* Sends one order of the memory planner: loads (always the granted client's) after the
+ * outstanding evictions, evictions to their owner at once. */
+static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
 {
-    a->resident = 0;
-    v->resident_bytes -= a->size;
-    S.mem_resident -= a->size;
-    gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 0, .seq = ++S.tokens, .x = a->ptr,
-                          .y = a->size};
+    (void)ctx;
+    client_t *v = &S.cl[task];
+    gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = to_device ? 1 : 0, .seq = ++S.tokens,
+                          .x = ptr, .y = len};
     if (v->dead || v->cut)
         return;
+    if (to_device) {
+        send_action(v, &e);
+        return;
+    }
     push_down(v, &e);
     if (!v->cut) {
         v->evicts++;
@@ -259,40 +274,87 @@ static void evict_alloc(client_t *v, dalloc_t *a)
     }
 }
 
-/* Whole-allocation planner: makes every allocation of c resident before its grant. */
-static void plan_memory(client_t *c)
+static int cmp_seq(const void *a, const void *b)
 {
-    if (!c->oversub || S.policy_migrates || c->resident_bytes == c->alloc_bytes)
-        return;
-    uint64_t need = c->alloc_bytes - c->resident_bytes;
-    while (S.mem_resident + need > S.mem_cap) {
-        /* Victim: the task least likely to run soon (worst priority, then least recent). */
-        client_t *v = NULL;
-        for (int t = 0; t < GMX_MAX_TASKS; t++) {
-            client_t *o = &S.cl[t];
-            if (!o->used || o == c || o->resident_bytes == 0)
-                continue;
-            if (!v || o->priority > v->priority ||
-                (o->priority == v->priority && o->last_grant_ns < v->last_grant_ns))
-                v = o;
+    uint64_t x = (*(dcmd_t *const *)a)->c.seq, y = (*(dcmd_t *const *)b)->c.seq;
+    return x < y ? -1 : x > y;
+}
+
+/* One slice per task: its queued commands (but skip) in launch order, their ranges
+ * appended to *buf from *start on; whole when one of them has no prediction. sl->r is set
+ * by the caller once *buf stops moving. 0 or -ENOMEM. */
+static int task_slice(client_t *c, const dcmd_t *skip, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
+                      uint32_t *len, uint32_t *cap, uint32_t *start)
+{
+    dcmd_t *q[256];
+    uint32_t nq = 0;
+    *sl = (gmxd_mem_slice_t){.task = c->task};
+    for (int h = 0; h < HASH; h++)
+        for (dcmd_t *d = c->hash[h]; d; d = d->hnext)
+            if (d != skip && d->state == D_QUEUED) {
+                if (!d->nranges)
+                    sl->whole = 1;
+                else if (nq < sizeof q / sizeof q[0])
+                    q[nq++] = d; /* the furthest commands of a long queue matter least */
+            }
+    if (sl->whole)
+        return 0;
+    qsort(q, nq, sizeof q[0], cmp_seq);
+    *start = *len;
+    for (uint32_t i = 0; i < nq; i++) {
+        if (*len + q[i]->nranges > *cap) {
+            uint32_t nc = (*cap ? *cap * 2 : 1024) + q[i]->nranges;
+            gmx_tpl_range_t *nb = realloc(*buf, nc * sizeof *nb);
+            if (!nb)
+                return -ENOMEM;
+            *buf = nb;
+            *cap = nc;
         }
-        if (!v)
-            break; /* c alone exceeds the device: the rest is paged on demand */
-        for (int i = 0; i < v->nallocs && S.mem_resident + need > S.mem_cap; i++)
-            if (v->allocs[i].resident)
-                evict_alloc(v, &v->allocs[i]);
+        memcpy(*buf + *len, q[i]->ranges, q[i]->nranges * sizeof **buf);
+        *len += q[i]->nranges;
     }
-    for (int i = 0; i < c->nallocs; i++) {
-        dalloc_t *a = &c->allocs[i];
-        if (a->resident)
-            continue;
-        a->resident = 1;
-        c->resident_bytes += a->size;
-        S.mem_resident += a->size;
-        gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 1, .seq = ++S.tokens, .x = a->ptr,
-                              .y = a->size};
-        send_action(c, &e);
+    sl->n = *len - *start;
+    return 0;
+}
+
+/* Makes d's working set resident before its grant (clients registered with
+ * oversubscription). */
+static void plan_memory(client_t *c, dcmd_t *d)
+{
+    if (!c->oversub)
+        return;
+    gmxd_mem_slice_t sl[GMX_MAX_TASKS + 1];
+    sl[0] = (gmxd_mem_slice_t){c->task, d->nranges == 0, d->ranges, d->nranges};
+    if (gmxd_mem_ready(S.mem, &sl[0]))
+        return;
+    int prio[GMX_MAX_TASKS];
+    uint8_t runnable[GMX_MAX_TASKS];
+    uint32_t order[GMX_MAX_TASKS];
+    for (int t = 0; t < GMX_MAX_TASKS; t++) {
+        const client_t *o = &S.cl[t];
+        prio[t] = o->priority;
+        runnable[t] = o->used && !o->dead && !o->cut && o->oversub && o->queued > 0;
     }
+    uint32_t n_order = gmx_timeline_order(prio, runnable, GMX_MAX_TASKS, c->task, order);
+    gmx_tpl_range_t *buf = NULL;
+    uint32_t len = 0, cap = 0, n = 1, start[GMX_MAX_TASKS + 1] = {0};
+    for (uint32_t k = 0; k < n_order; k++)
+        if (task_slice(&S.cl[order[k]], d, &sl[n], &buf, &len, &cap, &start[n]) == 0)
+            n++;
+    for (uint32_t k = 1; k < n; k++)
+        sl[k].r = sl[k].whole ? NULL : buf + start[k];
+    gmxd_mem_stats_t st;
+    int rc = gmxd_mem_plan(S.mem, sl, n, emit_order, NULL, &st);
+    free(buf);
+    if (rc) {
+        gmxd_log("client %u (%s): memory plan failed: %s; its kernel pages on demand", c->id,
+                 c->name, strerror(-rc));
+        return;
+    }
+    S.mig_plans++;
+    S.mig_load_bytes += st.load_bytes;
+    S.mig_evict_bytes += st.evict_bytes;
+    S.mig_short_bytes += st.short_bytes;
 }
 
 static int dev_submit(void *ctx, gmx_cmd_t *cmd)
@@ -318,7 +380,7 @@ static int dev_submit(void *ctx, gmx_cmd_t *cmd)
     c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
     if (c->priority <= 2)
         S.hp_lat[S.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
-    plan_memory(c);
+    plan_memory(c, d);
     gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
     send_action(c, &e);
     return 0;
@@ -344,6 +406,12 @@ static int dev_migrate(void *ctx, const gmx_migration_t *m)
 
 static void maybe_free_slot(client_t *c);
 
+static void dcmd_free(dcmd_t *d)
+{
+    free(d->ranges);
+    free(d);
+}
+
 /* Completes what was deferred during policy calls. */
 static void run_deferred(void)
 {
@@ -352,7 +420,7 @@ static void run_deferred(void)
         S.deferred = d->dnext;
         client_t *c = d->cl;
         S.ops->on_complete(S.pol, &d->c);
-        free(d);
+        dcmd_free(d);
         c->refs--;
         maybe_free_slot(c);
     }
@@ -445,17 +513,17 @@ static void profile_save(const char *name, gmx_kprof_t *p)
             *q = '/';
         }
     mkdir(dir, 0755);
-    gmx_kprof_finish(p);
-    if (gmx_profile_write(path, p, 1, err, sizeof err))
+    /* A snapshot: the store's profile may still be measured by a policy that holds it. */
+    gmx_kprof_t snap;
+    if (gmx_kprof_snapshot(p, &snap)) {
+        gmxd_log("profile store: cannot save %s: out of memory", path);
+        return;
+    }
+    if (gmx_profile_write(path, &snap, 1, err, sizeof err))
         gmxd_log("profile store: cannot save: %s", err);
-}
-
-/* Saves every profile the store has learned. */
-static void profile_save_all(void)
-{
-    for (int i = 0; i < GMX_MAX_TASKS; i++)
-        if (S.store[i].used)
-            profile_save(S.store[i].name, &S.store[i].prof);
+    else
+        gmxd_log("profile store: saved %s (%u kernels)", path, snap.n);
+    gmx_kprof_free(&snap);
 }
 
 static void drop_client(client_t *c, const char *why)
@@ -474,8 +542,8 @@ static void drop_client(client_t *c, const char *why)
     munmap(c->region, sizeof(gmx_shm_region_t));
     S.evicts_outstanding -= c->evicts;
     c->evicts = 0;
-    S.mem_resident -= c->resident_bytes;
-    c->resident_bytes = 0;
+    gmxd_mem_drop(S.mem, c->task);
+    c->nr = 0;
     for (int i = 0; i < HASH; i++) {
         for (dcmd_t *d = c->hash[i], *nx; d; d = nx) {
             nx = d->hnext;
@@ -499,14 +567,14 @@ static void drop_client(client_t *c, const char *why)
     run_deferred();
     S.in_policy = 0;
     flush_actions();
-    /* Profiles are saved when the last client has left (and at shutdown):
-     * finishing one summarises it in place, which the policy must not see
-     * while any task is still scheduled. */
-    int live = 0;
+    /* A task's profile is saved when the last client of its name leaves (and at shutdown),
+     * so a daemon that is killed later loses nothing that task taught it. */
+    int same_name = 0;
     for (int t = 0; t < GMX_MAX_TASKS; t++)
-        live += S.cl[t].used && !S.cl[t].dead;
-    if (!live)
-        profile_save_all();
+        same_name += S.cl[t].used && !S.cl[t].dead && strcmp(S.cl[t].name, c->name) == 0;
+    for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
+        if (S.store[i].used && strcmp(S.store[i].name, c->name) == 0)
+            profile_save(S.store[i].name, &S.store[i].prof);
     maybe_free_slot(c);
 }
 
@@ -535,7 +603,21 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
             protocol_error(c, "malformed message: command kind %u", e->a);
             return;
         }
+        if (c->nr && c->rseq != e->seq) {
+            protocol_error(c, "malformed message: predicted ranges of seq %llu, then the notice "
+                              "of seq %llu", (unsigned long long)c->rseq,
+                           (unsigned long long)e->seq);
+            return;
+        }
         dcmd_t *d = calloc(1, sizeof *d);
+        if (d && c->nr) {
+            d->ranges = malloc(c->nr * sizeof *d->ranges);
+            if (d->ranges) {
+                memcpy(d->ranges, c->rbuf, c->nr * sizeof *d->ranges);
+                d->nranges = c->nr;
+            }
+        }
+        c->nr = 0;
         if (!d) {
             cut(c, "out of memory for its notice");
             return;
@@ -570,7 +652,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
         c->last_progress = now_ns();
         S.ops->on_complete(S.pol, &d->c);
         c->refs--;
-        free(d);
+        dcmd_free(d);
         return;
     }
     case GMX_UP_ALLOC:
@@ -586,17 +668,19 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
                 return;
             }
         }
-        c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y, 0};
+        if (gmxd_mem_alloc(S.mem, c->task, e->x, e->y) != 0) {
+            protocol_error(c, "malformed message: allocation %#llx of %llu bytes overlaps another",
+                           (unsigned long long)e->x, (unsigned long long)e->y);
+            return;
+        }
+        c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y};
         c->alloc_bytes += e->y;
         return;
     case GMX_UP_FREE:
         for (int i = 0; i < c->nallocs; i++)
             if (c->allocs[i].ptr == e->x) {
                 c->alloc_bytes -= c->allocs[i].size;
-                if (c->allocs[i].resident) {
-                    c->resident_bytes -= c->allocs[i].size;
-                    S.mem_resident -= c->allocs[i].size;
-                }
+                gmxd_mem_free(S.mem, c->task, e->x);
                 /* Keep indices stable for policies that name buffers by index. */
                 memmove(&c->allocs[i], &c->allocs[i + 1],
                         (size_t)(c->nallocs - i - 1) * sizeof *c->allocs);
@@ -612,6 +696,27 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
             S.evicts_outstanding--;
             c->last_progress = now_ns();
         }
+        return;
+    case GMX_UP_HOST_WAIT:
+        S.host_waits++;
+        if (S.ops->on_host_wait)
+            S.ops->on_host_wait(S.pol, c->task);
+        return;
+    case GMX_UP_RANGE:
+        if (c->nr && c->rseq != e->seq) {
+            protocol_error(c, "malformed message: predicted ranges of seq %llu, then of seq %llu "
+                              "without its notice", (unsigned long long)c->rseq,
+                           (unsigned long long)e->seq);
+            return;
+        }
+        if (c->nr >= GMX_RANGES_MAX || e->y == 0 || e->x + e->y < e->x) {
+            protocol_error(c, "malformed message: predicted range %u of seq %llu (%#llx, %llu "
+                              "bytes)", c->nr, (unsigned long long)e->seq,
+                           (unsigned long long)e->x, (unsigned long long)e->y);
+            return;
+        }
+        c->rseq = e->seq;
+        c->rbuf[c->nr++] = (gmx_tpl_range_t){e->x, e->y};
         return;
     default:
         protocol_error(c, "malformed message: ring entry type %u", e->type);
@@ -920,13 +1025,17 @@ static void status_reply(int fd)
         "\"uptime_s\":%.3f,\"socket\":\"%s\",\"device_memory_bytes\":%llu,"
         "\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
         "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
-        "\"samples\":%u},\"clients\":[",
+        "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
+        "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"clients\":[",
         GMX_PROTO_VERSION, (int)getpid(), S.ops->name, S.cfg->slice_us, S.cfg->inflight,
         (now - S.start_ns) / 1e9, S.sock_path, (unsigned long long)S.mem_cap,
-        (unsigned long long)S.mem_resident, (unsigned long long)S.total_grants,
+        (unsigned long long)gmxd_mem_resident(S.mem, GMX_MAX_TASKS),
+        (unsigned long long)S.total_grants,
         (unsigned long long)S.refused, (unsigned long long)S.cut_off,
         (unsigned long long)S.protocol_errors, hp50, hp99,
-        S.n_hp_lat < GMXD_LAT_SAMPLES ? S.n_hp_lat : GMXD_LAT_SAMPLES);
+        S.n_hp_lat < GMXD_LAT_SAMPLES ? S.n_hp_lat : GMXD_LAT_SAMPLES,
+        (unsigned long long)S.host_waits, (unsigned long long)S.mig_plans, (unsigned long long)S.mig_load_bytes,
+        (unsigned long long)S.mig_evict_bytes, (unsigned long long)S.mig_short_bytes);
     int first = 1;
     for (int t = 0; t < GMX_MAX_TASKS; t++) {
         const client_t *c = &S.cl[t];
@@ -943,7 +1052,7 @@ static void status_reply(int fd)
             c->oversub ? "true" : "false", c->queued, c->inflight,
             (unsigned long long)c->notices, (unsigned long long)c->grants,
             (unsigned long long)c->completions, (unsigned long long)c->alloc_bytes,
-            (unsigned long long)c->resident_bytes, p50, p99,
+            (unsigned long long)gmxd_mem_resident(S.mem, c->task), p50, p99,
             c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES,
             (now - c->connected_ns) / 1e9);
         first = 0;
@@ -1051,6 +1160,10 @@ int gmxd_run(const gmxd_config_t *cfg)
         S.pend[i].fd = -1;
     S.start_ns = now_ns();
     S.mem_cap = (uint64_t)cfg->device_memory_mb << 20;
+    if (gmxd_mem_create(S.mem_cap, &S.mem) != 0) {
+        gmxd_log("out of memory");
+        return -ENOMEM;
+    }
     S.ops = gmx_sched_find(cfg->policy);
     if (!S.ops) {
         char names[256];
@@ -1072,9 +1185,8 @@ int gmxd_run(const gmxd_config_t *cfg)
     }
     gmx_device_t dev = {.ctx = NULL, .now = dev_now, .submit = dev_submit,
                         .migrate = dev_migrate, .set_timer = dev_set_timer};
-    /* A policy that plans memory itself (msched) gets dev.migrate; the others never call it,
-     * and the daemon's whole-allocation planner serves oversubscribed clients instead. */
-    S.policy_migrates = strcmp(S.ops->name, "msched") == 0;
+    /* No registered policy calls dev.migrate today: the daemon's memory planner serves
+     * oversubscribed clients at each grant (plan_memory). */
     int rc = S.ops->create(&params, &dev, &S.pol);
     if (rc != 0) {
         gmxd_log("policy %s: create failed: %s", S.ops->name, strerror(-rc));
@@ -1196,6 +1308,8 @@ int gmxd_run(const gmxd_config_t *cfg)
     unlink(S.sock_path);
     close(S.lfd);
     S.ops->destroy(S.pol);
+    gmxd_mem_destroy(S.mem);
+    S.mem = NULL;
     for (int i = 0; i < GMX_MAX_TASKS; i++)
         if (S.store[i].used)
             gmx_kprof_free(&S.store[i].prof);

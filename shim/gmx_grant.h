@@ -51,6 +51,8 @@ typedef struct gmx_grant_ops {
     void *self;
     /* Called when a released command (by seq) completed on the GPU (may be NULL). */
     void (*completed)(void *self, uint64_t seq);
+    /* A host thread is about to block until the GPU has run its work (may be NULL). */
+    void (*host_wait)(void *self);
 } gmx_grant_ops_t;
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */

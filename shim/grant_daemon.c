@@ -14,7 +14,9 @@
  * once (pass-through) and the thread retries the connection every GPUMUX_RECONNECT_MS.
  *
  * With GPUMUX_OVERSUBSCRIBE=1, cuMemAlloc becomes cuMemAllocManaged and each allocation is
- * reported to the daemon, whose memory planner sends the migration orders.
+ * reported to the daemon, whose memory planner sends the migration orders. With
+ * GPUMUX_TEMPLATES naming a templates file, each launch's predicted working set (wset.c)
+ * precedes its notice, so the planner moves what the kernel touches, not whole allocations.
  *
  * Locking: d.lock guards the connection, the region and the seq table. Lock order: the
  * queue lock (held by the shim around may_release/completed) before d.lock. The thread never
@@ -23,6 +25,7 @@
 #define _GNU_SOURCE
 #include "queue.h"
 #include "shim_internal.h"
+#include "wset.h"
 
 #include "gmx_proto.h"
 
@@ -87,9 +90,10 @@ _Static_assert(GMX_CMD_COPY == GMX_PROTO_KIND_COPY && GMX_CMD_MEMSET == GMX_PROT
 
 static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd);
 static void grant_completed(void *self, uint64_t seq);
+static void grant_host_wait(void *self);
 
 static const gmx_grant_ops_t g_daemon = {"daemon", 0, grant_may_release, NULL, NULL,
-                                         grant_completed};
+                                         grant_completed, grant_host_wait};
 
 /* ---- seq table (open addressing; d.lock held) ---- */
 
@@ -457,9 +461,21 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
                           1099511628211ull;
                 kid = (kid ^ cmd->shared_mem) * 1099511628211ull;
             }
+            /* An oversubscribed client's predicted working set goes first, so the daemon
+             * has it when the notice may be granted at once. */
+            gmx_tpl_range_t ws[GMX_RANGES_MAX];
+            uint32_t nws = 0;
+            if (d.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
+                gmx_shim_wset_predict(cmd, ws, &nws);
             s = seq_insert(cmd->seq);
-            if (s && push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kid, cmd->bytes) != 0) {
+            if (s && gmx_ring_space(&d.region->up) < nws + 1) {
                 s->state = ST_TOMB; /* ring full: notice again at the next look */
+                s = NULL;
+            }
+            for (uint32_t i = 0; s && i < nws; i++)
+                push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
+            if (s && push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kid, cmd->bytes) != 0) {
+                s->state = ST_TOMB;
                 s = NULL;
             }
         } else if (s->state == ST_GRANTED) {
@@ -502,6 +518,19 @@ static void grant_completed(void *self, uint64_t seq)
         if (push_up(GMX_UP_COMPLETE, 0, seq, 0, 0) != 0)
             d.desync = 1; /* a lost completion would stall the daemon's view: start over */
     }
+    pthread_mutex_unlock(&d.lock);
+}
+
+/* A hint for the policy (fikit marks the next kernel as following a synchronisation): lost
+ * when the ring is full, which costs nothing but the hint. */
+static void grant_host_wait(void *self)
+{
+    (void)self;
+    if (!__atomic_load_n(&d.connected, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&d.lock);
+    if (d.connected)
+        push_up(GMX_UP_HOST_WAIT, 0, 0, 0, 0);
     pthread_mutex_unlock(&d.lock);
 }
 
@@ -613,6 +642,9 @@ const gmx_grant_ops_t *gmx_grant_daemon(void)
         else
             d.reconnect_ms = v;
     }
+    const char *tpl = getenv("GPUMUX_TEMPLATES");
+    if (d.oversub && tpl && *tpl)
+        gmx_shim_wset_load(tpl);
     pthread_atfork(NULL, NULL, atfork_child);
     return &g_daemon;
 }

@@ -946,6 +946,14 @@ void gmx_shim_capture_end(void)
         ;
 }
 
+/* Tells the policy a host thread is about to block on the device, when it has work there
+ * (g.lock held). */
+static void note_host_wait(void)
+{
+    if ((g.queued > 0 || g.inflight > 0) && gmx_shim_policy->host_wait)
+        gmx_shim_policy->host_wait(gmx_shim_policy->self);
+}
+
 CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 {
     *err = CUDA_SUCCESS;
@@ -957,6 +965,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
      * and work queued land on the same driver stream. */
     gmx_sq *q = sq_find(s, ptsz, is_ptds(s, ptsz));
     CUstream out = s;
+    note_host_wait();
     if (q) {
         wait_until(stream_released, q);
         out = q->ptds ? q->real : s;
@@ -1059,6 +1068,8 @@ void gmx_shim_event_flush(CUevent e, int forget)
         return;
     pthread_mutex_lock(&g.lock);
     evinfo_t *x = ev_lookup(e, 0);
+    if (!forget)
+        note_host_wait();
     if (x)
         wait_until(event_released, x);
     if (x && forget)
@@ -1074,6 +1085,7 @@ void gmx_shim_drain_all(void)
     if (gmx_shim_policy->passthrough)
         return;
     pthread_mutex_lock(&g.lock);
+    note_host_wait();
     if (g.queued > 0)
         wait_until(all_released, NULL);
     pthread_mutex_unlock(&g.lock);

@@ -82,6 +82,10 @@ hp_lp)
     wait $PID_lp $PID_hp
     check_order hp
     check_order lp
+    # Each synchronisation with work outstanding reached the policy (on_host_wait).
+    waits=$("$G" status --json | jq .host_waits)
+    echo "host waits seen by the daemon: $waits"
+    [ "$waits" -ge 40 ] || fail "only $waits host waits reached the daemon (hp synchronises after each of its 40 kernels)"
     if [ "$POLICY" = fikit ]; then BOUND=$((2 * INFL)); else BOUND=$((2 * ((SLICE + LPUS - 1) / LPUS) + 2 * INFL)); fi
     HPID=$(pid_of hp) LPID=$(pid_of lp)
     # Launch times of the high-priority kernels, their start times, and low-priority starts.
@@ -97,16 +101,19 @@ hp_lp)
     ;;
 profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
-    # it disconnects; a restarted daemon loads it for the next client of that name instead of
+    # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of
     # measuring again. A name that cannot be a file name is never written.
     "$D" --help | grep -q fikit || { echo "skipped: no fikit policy in this build"; exit 0; }
     start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
+    # serve's profile is saved when serve leaves, while odd is still connected.
+    client odd 5 -- --kernels lp:300 --count 100000 --sync-every 16
     client serve 0 -- --kernels hp:200,hq:300 --count 60 --gap-us 500
-    client odd 5 -- --kernels lp:300 --count 20
-    wait $PID_serve $PID_odd
+    wait $PID_serve
     check_order serve
     for _ in $(seq 100); do [ -s "$R/store/profiles/serve.gmxprof" ] && break; sleep 0.05; done
     [ -s "$R/store/profiles/serve.gmxprof" ] || fail "no profile saved for serve (see $R/daemon.log)"
+    kill -0 "$PID_odd" 2>/dev/null || fail "odd ended early: the test no longer shows a save beside a live client"
+    kill "$PID_odd"; wait "$PID_odd" 2>/dev/null
     "$G" profile show "$R/store/profiles/serve.gmxprof" >"$R/show.txt" 2>&1 || fail "gpumux profile show refuses the saved profile: $(head -3 "$R/show.txt")"
     grep -q serve "$R/show.txt" || fail "the saved profile is not serve's"
     stop_daemon
@@ -148,6 +155,76 @@ memory)
             fail "$n: no prefetch in the stand-in log"
     done
     grep -q "evict" "$R/ma.shim" "$R/mb.shim" || fail "no eviction was ordered although memory was oversubscribed"
+    ;;
+templates)
+    # Working-set templates on the real path. Two clients of 48 MB each on a 64 MB device,
+    # whose kernels touch 8 MB windows of their buffer (two windows each, the extent an
+    # argument of the kernel). With templates each launch's window is predicted from its
+    # arguments, so the daemon loads 2 x 8 MB per client: both fit and nothing is evicted.
+    # The same clients without templates migrate whole allocations (48 + 48 > 64 MB).
+    # Either way no kernel may fault (every kernel runs its nominal time).
+    export GPUMUX_STANDIN_MEM_MB=64
+    printf '%s\n' 'gpumux-templates 1' 'kernel 3 8,4,8 T2 ta' 'term a0 length=1/1*a2' 'end' \
+        'kernel 3 8,4,8 T2 tb' 'term a0 length=1/1*a2' 'end' >"$R/t.gmxtpl"
+    "$G" profile show "$R/t.gmxtpl" >/dev/null || fail "gpumux profile show refuses the templates"
+    printf 'gpumux-templates 1\nkernel 3 8,4,8 T2 ta\nterm a0 size=1/1\nend\n' >"$R/bad.gmxtpl"
+    "$G" run --oversubscribe --templates "$R/bad.gmxtpl" -- true 2>"$R/bad.err"
+    [ $? -eq 1 ] && grep -q "bad.gmxtpl: line 3" "$R/bad.err" ||
+        fail "a bad templates file was not refused with its line: $(cat "$R/bad.err")"
+    "$G" run --templates "$R/t.gmxtpl" -- true 2>/dev/null
+    [ $? -eq 2 ] || fail "--templates without --oversubscribe was accepted"
+    for mode in templates whole; do
+        start_daemon "device_memory_mb = 64" "slice_us = 2000"
+        topt=(--oversubscribe); [ $mode = templates ] && topt+=(--templates "$R/t.gmxtpl")
+        for n in ta tb; do
+            client $n 5 "${topt[@]}" -- --kernels $n:300 --count 40 --sync-every 4 --alloc-mb 48 \
+                --touch-mb 8 --windows 2
+        done
+        wait $PID_ta $PID_tb
+        "$G" status --json >"$R/status-$mode.json"
+        stop_daemon
+        for n in ta tb; do
+            check_order $n
+            pid=$(pid_of $n)
+            slow=$(grep " pid=$pid .*kind=kernel" "$R/standin.log" | grep -vc "dur_ns=300000$")
+            [ "$slow" -eq 0 ] || fail "$mode: $n: $slow kernels ran with their memory away"
+            mv "$R/$n.shim" "$R/$n-$mode.shim"
+        done
+        loaded=$(jq .migration.loaded_bytes "$R/status-$mode.json")
+        evicted=$(jq .migration.evicted_bytes "$R/status-$mode.json")
+        eval "LOADED_$mode=$loaded EVICTED_$mode=$evicted"
+        echo "$mode: loaded $((loaded >> 20)) MB, evicted $((evicted >> 20)) MB"
+    done
+    [ "$LOADED_templates" -eq $((32 << 20)) ] ||
+        fail "with templates the daemon loaded $LOADED_templates bytes, not the 2 x 2 x 8 MB predicted"
+    [ "$EVICTED_templates" -eq 0 ] || fail "with templates the daemon evicted $EVICTED_templates bytes"
+    [ "$EVICTED_whole" -gt 0 ] || fail "whole allocations (96 MB on 64) were never evicted"
+    [ "$LOADED_whole" -ge $((3 * LOADED_templates)) ] ||
+        fail "whole allocations moved $LOADED_whole bytes, not several times the templates' $LOADED_templates"
+    grep -q "templates: 2 kernels" "$R/ta-templates.shim" || fail "the interposer did not load the templates"
+    ;;
+stall)
+    # A client that stops answering (SIGSTOP while it holds granted work) is cut off after
+    # unresponsive_ms, not waited for: the high-priority client keeps running, and the stopped
+    # client, once continued, finishes in pass-through or after reconnecting.
+    start_daemon "slice_us = 2000" "unresponsive_ms = 300"
+    client frozen 7 -- --kernels f:800 --count 400 --sync-every 64
+    for _ in $(seq 100); do grep -q "launch i=50 " "$R/frozen.out" 2>/dev/null && break; sleep 0.02; done
+    FPID=$(pid_of frozen)
+    kill -STOP "$FPID"
+    client hp 0 -- --kernels hp:200 --count 40 --gap-us 2000
+    wait $PID_hp
+    check_order hp
+    for _ in $(seq 100); do grep -q "pid $FPID, frozen): cut off: unresponsive" "$R/daemon.log" && break; sleep 0.05; done
+    grep -q "pid $FPID, frozen): cut off: unresponsive" "$R/daemon.log" ||
+        fail "the stopped client was not cut off (see $R/daemon.log)"
+    "$G" status --json >"$R/status.json"
+    jq -e --argjson p "$FPID" '[.clients[] | select(.pid == $p)] | length == 0' "$R/status.json" >/dev/null ||
+        fail "the cut-off client is still listed"
+    kill -CONT "$FPID"
+    wait $PID_frozen
+    check_order frozen
+    echo "stopped pid $FPID: $(grep "pid $FPID" "$R/daemon.log" | tail -1 | sed 's/.*): //')"
     ;;
 kill)
     # A low-priority client killed (SIGKILL) mid-slice: the daemon releases what it held,

@@ -3,11 +3,14 @@
  * writes when it launched each one, so the tests can match its launches with the stand-in's
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
- *              [--sync-every K] [--alloc-mb M] [--hostile bad-hello|bad-ring]
+ *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
+ *              [--hostile bad-hello|bad-ring]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
  * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
- * passes it to every kernel. --hostile talks garbage to gpumuxd (no CUDA at all).
+ * passes it to every kernel; with --touch-mb kernel i touches only T MB of it, from window
+ * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
+ * --hostile talks garbage to gpumuxd (no CUDA at all).
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
  */
 #define _GNU_SOURCE
@@ -107,7 +110,7 @@ static int hostile(const char *how)
 int main(int argc, char **argv)
 {
     const char *out = NULL, *kernels = "k:100", *how = NULL;
-    long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0;
+    long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--out"))
             out = argv[i + 1];
@@ -121,6 +124,10 @@ int main(int argc, char **argv)
             sync_every = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--alloc-mb"))
             alloc_mb = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--touch-mb"))
+            touch_mb = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--windows"))
+            windows = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--hostile"))
             how = argv[i + 1];
         else {
@@ -149,7 +156,8 @@ int main(int argc, char **argv)
         *colon = 0;
         snprintf(names[nk], sizeof names[nk], "%s", t);
         size_t l = strlen(module);
-        snprintf(module + l, sizeof module - l, "kernel %s %s p,i32\n", t, colon + 1);
+        snprintf(module + l, sizeof module - l, "kernel %s %s %s\n", t, colon + 1,
+                 touch_mb > 0 ? "p@2,i32,u64" : "p,i32");
         nk++;
     }
     CUdevice dev;
@@ -173,9 +181,15 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    if (touch_mb > 0 && (windows < 1 || touch_mb * windows > alloc_mb)) {
+        fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
+        return 2;
+    }
     for (long i = 0; i < count; i++) {
         int k = (int)(i % nk), idx = (int)i;
-        void *args[] = {&buf, &idx};
+        CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
+        unsigned long long touch = (unsigned long long)touch_mb << 20;
+        void *args[] = {&at, &idx, &touch};
         fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
         CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
         if (gap_us >= 0) {

@@ -1,0 +1,69 @@
+/*
+ * gpumuxd's memory planner for oversubscribed clients: the residency it believes in, per
+ * task and allocation in GMX_MIG_CHUNK units, and the migration orders of one switch,
+ * planned by core's timeline planner (gpumux/mplan.h) over the coming slices.
+ *
+ * No I/O and no clock: the server feeds it allocations and slices and sends the orders it
+ * emits.
+ */
+#ifndef GMXD_MEMPLAN_H
+#define GMXD_MEMPLAN_H
+
+#include <stdint.h>
+
+#include "gpumux/sched.h"
+#include "gpumux/template.h"
+
+typedef struct gmxd_mem gmxd_mem_t;
+
+/* What one coming slice needs: task's ranges in access order, or (whole) every allocation
+ * of the task. */
+typedef struct {
+    uint32_t task;
+    int whole;
+    const gmx_tpl_range_t *r;
+    uint32_t n;
+} gmxd_mem_slice_t;
+
+/* Receives one migration order: task's ptr .. ptr+len to the device or to the host. */
+typedef void (*gmxd_mem_emit_fn)(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len);
+
+/* Figures of one plan. */
+typedef struct {
+    uint64_t load_bytes, evict_bytes;
+    uint64_t short_bytes; /* needed by the first slice but not placed: demand-paged */
+} gmxd_mem_stats_t;
+
+/* Creates a planner for a device of cap bytes. 0 or -ENOMEM. */
+int gmxd_mem_create(uint64_t cap, gmxd_mem_t **out);
+
+/* Frees it. */
+void gmxd_mem_destroy(gmxd_mem_t *m);
+
+/* Records task's allocation ptr..ptr+size (not resident). 0, -EINVAL (empty, overlapping
+ * one of the task's allocations) or -ENOMEM. */
+int gmxd_mem_alloc(gmxd_mem_t *m, uint32_t task, uint64_t ptr, uint64_t size);
+
+/* Forgets task's allocation at ptr. 0 or -ENOENT. */
+int gmxd_mem_free(gmxd_mem_t *m, uint32_t task, uint64_t ptr);
+
+/* Forgets every allocation of task (it left). */
+void gmxd_mem_drop(gmxd_mem_t *m, uint32_t task);
+
+/* Bytes task has allocated / believed resident; device-wide resident bytes for task
+ * GMX_MAX_TASKS. */
+uint64_t gmxd_mem_bytes(const gmxd_mem_t *m, uint32_t task);
+uint64_t gmxd_mem_resident(const gmxd_mem_t *m, uint32_t task);
+
+/* Nonzero when everything slice s needs is resident (the common case: no plan needed). */
+int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
+
+/* Plans a switch to slice[0] (slice[1..] are the coming slices, in timeline order): evicts
+ * first what no coming slice needs, then what the furthest needs, never what slice[0]
+ * needs, and loads slice[0]'s missing chunks in access order, as far as the device holds
+ * them. Orders are emitted evictions first, contiguous chunks merged. 0, -EINVAL or -ENOMEM
+ * (nothing emitted, residency unchanged). */
+int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, gmxd_mem_emit_fn emit,
+                  void *ctx, gmxd_mem_stats_t *st);
+
+#endif

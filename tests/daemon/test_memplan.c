@@ -1,0 +1,235 @@
+/* gpumuxd's memory planner: residency per chunk, loads of predicted ranges only, eviction
+ * by the timeline (unneeded first, then the furthest slice), never the next slice's memory,
+ * and the device bound, on fixed and random cases. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gmx_proto.h"
+#include "memplan.h"
+
+#define CH GMX_MIG_CHUNK
+#define MAXO 256
+
+typedef struct {
+	uint32_t task;
+	int to_device;
+	uint64_t ptr, len;
+} order_t;
+
+static order_t g_o[MAXO];
+static int g_n;
+
+static void rec(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
+{
+	(void)ctx;
+	assert_true(g_n < MAXO);
+	g_o[g_n++] = (order_t){task, to_device, ptr, len};
+}
+
+static gmxd_mem_slice_t whole(uint32_t task)
+{
+	return (gmxd_mem_slice_t){.task = task, .whole = 1};
+}
+
+static gmxd_mem_slice_t ranges(uint32_t task, const gmx_tpl_range_t *r, uint32_t n)
+{
+	return (gmxd_mem_slice_t){.task = task, .r = r, .n = n};
+}
+
+static void test_bookkeeping(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	assert_int_equal(gmxd_mem_create(8 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull, 3 * CH + 4096), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull + CH, 4096), -EINVAL); /* overlaps */
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, 0), -EINVAL);
+	assert_int_equal(gmxd_mem_alloc(m, 1, 0x100000000ull, CH), 0); /* another task's space */
+	assert_int_equal(gmxd_mem_alloc(m, GMX_MAX_TASKS, 0x1000, CH), -EINVAL);
+	assert_int_equal(gmxd_mem_bytes(m, 0), 3 * CH + 4096);
+	assert_int_equal(gmxd_mem_resident(m, 0), 0);
+	assert_int_equal(gmxd_mem_free(m, 0, 0x300000000ull), -ENOENT);
+	gmxd_mem_slice_t s = whole(0);
+	gmxd_mem_stats_t st;
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(st.load_bytes, 3 * CH + 4096);
+	assert_int_equal(g_n, 1); /* contiguous chunks merge into one order */
+	assert_int_equal(g_o[0].len, 3 * CH + 4096);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 3 * CH + 4096);
+	assert_true(gmxd_mem_ready(m, &s));
+	assert_int_equal(gmxd_mem_free(m, 0, 0x100000000ull), 0);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 0);
+	gmxd_mem_drop(m, 1);
+	assert_int_equal(gmxd_mem_bytes(m, 1), 0);
+	gmxd_mem_destroy(m);
+}
+
+/* Only the chunks a prediction reaches are loaded, in access order; a second plan for the
+ * same ranges moves nothing. */
+static void test_loads_predicted_chunks(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	const uint64_t base = 0x7f0000001000ull; /* not chunk-aligned: chunks count from the base */
+	assert_int_equal(gmxd_mem_create(64 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 3, base, 24 * CH), 0);
+	gmx_tpl_range_t r[2] = {{base + 10 * CH + 100, 4096}, {base + 2 * CH, CH + 1}};
+	gmxd_mem_slice_t s = ranges(3, r, 2);
+	gmxd_mem_stats_t st;
+	g_n = 0;
+	assert_false(gmxd_mem_ready(m, &s));
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(st.load_bytes, 3 * CH);
+	assert_int_equal(st.evict_bytes, 0);
+	assert_int_equal(g_n, 2);
+	assert_int_equal(g_o[0].ptr, base + 10 * CH); /* access order: the first range first */
+	assert_int_equal(g_o[0].len, CH);
+	assert_int_equal(g_o[1].ptr, base + 2 * CH);
+	assert_int_equal(g_o[1].len, 2 * CH);
+	assert_true(g_o[0].to_device && g_o[1].to_device);
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(g_n, 0);
+	gmxd_mem_destroy(m);
+}
+
+/* Device of 6 chunks. Task 0 holds 4 resident chunks, of which the coming slice needs the
+ * first two; task 1 needs 4: the two unneeded chunks go first, then, as no more are
+ * unneeded, the furthest need. */
+static void test_evicts_unneeded_then_furthest(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	const uint64_t a0 = 0x100000000ull, a1 = 0x200000000ull, a2 = 0x300000000ull;
+	assert_int_equal(gmxd_mem_create(6 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 4 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 1, a1, 2 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 2, a2, 2 * CH), 0);
+	gmxd_mem_stats_t st;
+	gmxd_mem_slice_t s0 = whole(0), s2 = whole(2);
+	assert_int_equal(gmxd_mem_plan(m, &s0, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s2, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 6 * CH);
+	/* Task 1 next; then task 2 (whole), then task 0's first two chunks. */
+	gmx_tpl_range_t need0 = {a0, 2 * CH};
+	gmxd_mem_slice_t tl[3] = {whole(1), whole(2), ranges(0, &need0, 1)};
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, tl, 3, rec, NULL, &st), 0);
+	assert_int_equal(st.evict_bytes, 2 * CH);
+	assert_int_equal(st.load_bytes, 2 * CH);
+	assert_int_equal(g_n, 2);
+	assert_int_equal(g_o[0].task, 0); /* task 0's unneeded tail, not task 2's next slice */
+	assert_false(g_o[0].to_device);
+	assert_int_equal(g_o[0].ptr, a0 + 2 * CH);
+	assert_int_equal(g_o[0].len, 2 * CH);
+	assert_int_equal(g_o[1].task, 1);
+	assert_true(g_o[1].to_device);
+	/* Task 0 next needs all 4: nothing unneeded is left; task 1 is needed by nobody, task 2
+	 * by the slice after: task 1 goes, then task 2 (further than... nothing else). */
+	gmxd_mem_slice_t tl2[2] = {whole(0), whole(2)};
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, tl2, 2, rec, NULL, &st), 0);
+	assert_int_equal(st.evict_bytes, 2 * CH);
+	assert_int_equal(g_o[0].task, 1);
+	assert_false(g_o[0].to_device);
+	assert_int_equal(gmxd_mem_resident(m, 2), 2 * CH); /* task 2 kept */
+	gmxd_mem_destroy(m);
+}
+
+/* A slice larger than the device loads what fits, never evicting its own chunks, and
+ * reports the rest as demand-paged. */
+static void test_slice_larger_than_device(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	assert_int_equal(gmxd_mem_create(3 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull, 5 * CH), 0);
+	gmxd_mem_slice_t s = whole(0);
+	gmxd_mem_stats_t st;
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(st.load_bytes, 3 * CH);
+	assert_int_equal(st.short_bytes, 2 * CH);
+	assert_int_equal(st.evict_bytes, 0);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 3 * CH);
+	gmxd_mem_destroy(m);
+}
+
+/* Random cases: the device bound always holds, a plan never evicts what its first slice
+ * needs, and when the first slice fits, it is resident afterwards. */
+static void test_random_invariants(void **state)
+{
+	(void)state;
+	srand(7);
+	for (int round = 0; round < 300; round++) {
+		uint64_t cap = (uint64_t)(2 + rand() % 10) * CH;
+		gmxd_mem_t *m;
+		assert_int_equal(gmxd_mem_create(cap, &m), 0);
+		uint64_t base[4], size[4];
+		for (uint32_t t = 0; t < 4; t++) {
+			base[t] = 0x100000000ull * (t + 1) + (uint64_t)(rand() % 7) * 4096;
+			size[t] = (uint64_t)(1 + rand() % 6) * CH - (uint64_t)(rand() % 3) * 4096;
+			assert_int_equal(gmxd_mem_alloc(m, t, base[t], size[t]), 0);
+		}
+		for (int step = 0; step < 20; step++) {
+			gmx_tpl_range_t r[4][2];
+			gmxd_mem_slice_t tl[4];
+			uint32_t first = (uint32_t)(rand() % 4);
+			for (uint32_t k = 0; k < 4; k++) {
+				uint32_t t = (first + k) % 4;
+				for (int j = 0; j < 2; j++) {
+					uint64_t off = (uint64_t)rand() % size[t];
+					uint64_t len = 1 + (uint64_t)rand() % (size[t] - off);
+					r[t][j] = (gmx_tpl_range_t){base[t] + off, len};
+				}
+				tl[k] = rand() % 4 ? ranges(t, r[t], 2) : whole(t);
+			}
+			/* What the first slice needs and has must stay. */
+			int had[2] = {0, 0};
+			for (uint32_t j = 0; j < 2 && !tl[0].whole; j++) {
+				gmxd_mem_slice_t one = ranges(first, &r[first][j], 1);
+				had[j] = gmxd_mem_ready(m, &one);
+			}
+			uint64_t before = gmxd_mem_resident(m, first);
+			gmxd_mem_stats_t st;
+			g_n = 0;
+			assert_int_equal(gmxd_mem_plan(m, tl, 1 + (uint32_t)(rand() % 4), rec, NULL, &st), 0);
+			assert_true(gmxd_mem_resident(m, GMX_MAX_TASKS) <= cap);
+			for (uint32_t j = 0; j < 2 && !tl[0].whole; j++) {
+				gmxd_mem_slice_t one = ranges(first, &r[first][j], 1);
+				if (had[j])
+					assert_true(gmxd_mem_ready(m, &one));
+			}
+			if (tl[0].whole) /* a whole slice needs every chunk of its task: none leaves */
+				assert_true(gmxd_mem_resident(m, first) >= before);
+			if (st.short_bytes == 0)
+				assert_true(gmxd_mem_ready(m, &tl[0]));
+			uint64_t moved_in = 0;
+			for (int i = 0; i < g_n; i++)
+				if (g_o[i].to_device)
+					moved_in += g_o[i].len;
+			assert_int_equal(moved_in, st.load_bytes);
+		}
+		gmxd_mem_destroy(m);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bookkeeping),
+		cmocka_unit_test(test_loads_predicted_chunks),
+		cmocka_unit_test(test_evicts_unneeded_then_furthest),
+		cmocka_unit_test(test_slice_larger_than_device),
+		cmocka_unit_test(test_random_invariants),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
