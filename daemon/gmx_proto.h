@@ -139,6 +139,19 @@ static inline int gmx_ring_push(gmx_ring_t *r, const gmx_ring_entry_t *e, int *w
     return 0;
 }
 
+/* Pushes one entry without waking the consumer: for hints it needs only by the time it next
+ * wakes for another reason (entries are read in order). 0, or -1 when the ring is full. */
+static inline int gmx_ring_push_quiet(gmx_ring_t *r, const gmx_ring_entry_t *e)
+{
+    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+    if (tail - head >= GMX_RING_ENTRIES)
+        return -1;
+    r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
+    __atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
 /* Free entries for a producer; 0 when the indices are corrupt. */
 static inline uint32_t gmx_ring_space(const gmx_ring_t *r)
 {

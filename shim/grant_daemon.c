@@ -521,16 +521,20 @@ static void grant_completed(void *self, uint64_t seq)
     pthread_mutex_unlock(&d.lock);
 }
 
-/* A hint for the policy (fikit marks the next kernel as following a synchronisation): lost
- * when the ring is full, which costs nothing but the hint. */
+/* A hint for the policy (fikit marks the next kernel as following a synchronisation). It
+ * never wakes the daemon: the work being waited for completes later, and the daemon reads
+ * the hint, in ring order, before that completion. Lost when the ring is full, which costs
+ * nothing but the hint. */
 static void grant_host_wait(void *self)
 {
     (void)self;
     if (!__atomic_load_n(&d.connected, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&d.lock);
-    if (d.connected)
-        push_up(GMX_UP_HOST_WAIT, 0, 0, 0, 0);
+    if (d.connected) {
+        gmx_ring_entry_t e = {.type = GMX_UP_HOST_WAIT};
+        gmx_ring_push_quiet(&d.region->up, &e);
+    }
     pthread_mutex_unlock(&d.lock);
 }
 
