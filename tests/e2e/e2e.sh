@@ -50,6 +50,17 @@ client() {
 
 pid_of() { sed -n 's/^pid=//p' "$R/$1.out"; }
 
+# go NAME...: once every named client (started with --start-when $R/go) has allocated, lets
+# them all start launching at once, so that their memory is in use at the same time.
+go() {
+    rm -f "$R/go"
+    for n in "$@"; do
+        for _ in $(seq 400); do grep -q '^ready$' "$R/$n.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^ready$' "$R/$n.out" 2>/dev/null || fail "$n never became ready"
+    done
+    touch "$R/go"
+}
+
 # Every launch of NAME completed, in launch order (kernel names by start time in the log).
 check_order() {
     local name=$1 pid
@@ -137,8 +148,11 @@ memory)
     # running for exactly its nominal time shows the loads preceded the kernels.
     export GPUMUX_STANDIN_MEM_MB=64
     start_daemon "device_memory_mb = 64" "slice_us = 2000"
-    client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48
-    client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48
+    client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48 \
+        --start-when "$R/go"
+    client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48 \
+        --start-when "$R/go"
+    go ma mb
     wait $PID_ma $PID_mb
     check_order ma
     check_order mb
@@ -178,8 +192,9 @@ templates)
         topt=(--oversubscribe); [ $mode = templates ] && topt+=(--templates "$R/t.gmxtpl")
         for n in ta tb; do
             client $n 5 "${topt[@]}" -- --kernels $n:300 --count 40 --sync-every 4 --alloc-mb 48 \
-                --touch-mb 8 --windows 2
+                --touch-mb 8 --windows 2 --start-when "$R/go"
         done
+        go ta tb
         wait $PID_ta $PID_tb
         "$G" status --json >"$R/status-$mode.json"
         stop_daemon

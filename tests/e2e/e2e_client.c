@@ -4,13 +4,15 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--hostile bad-hello|bad-ring]
+ *              [--start-when FILE] [--hostile bad-hello|bad-ring]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
  * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
  * passes it to every kernel; with --touch-mb kernel i touches only T MB of it, from window
  * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
- * --hostile talks garbage to gpumuxd (no CUDA at all).
+ * --start-when: after its allocation, write "ready" and wait (up to 20 s) until FILE exists,
+ * so that several clients launch at the same time. --hostile talks garbage to gpumuxd (no
+ * CUDA at all).
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
  */
 #define _GNU_SOURCE
@@ -109,7 +111,7 @@ static int hostile(const char *how)
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *kernels = "k:100", *how = NULL;
+    const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
     long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--out"))
@@ -128,6 +130,8 @@ int main(int argc, char **argv)
             touch_mb = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--windows"))
             windows = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--start-when"))
+            start_when = argv[i + 1];
         else if (!strcmp(argv[i], "--hostile"))
             how = argv[i + 1];
         else {
@@ -184,6 +188,17 @@ int main(int argc, char **argv)
     if (touch_mb > 0 && (windows < 1 || touch_mb * windows > alloc_mb)) {
         fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
         return 2;
+    }
+    if (start_when) {
+        fprintf(log, "ready\n");
+        for (int t = 0; access(start_when, F_OK) != 0; t++) {
+            if (t == 20000) {
+                fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", start_when);
+                return 1;
+            }
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
     }
     for (long i = 0; i < count; i++) {
         int k = (int)(i % nk), idx = (int)i;
