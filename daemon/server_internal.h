@@ -1,0 +1,170 @@
+/*
+ * gpumuxd's internals, shared by its files: the state of the one event loop, its clients and
+ * the commands they announced. The daemon is single-threaded: nothing here is locked.
+ *
+ *   server.c      the loop: sockets, signals, timers, accepting and registering clients
+ *   client.c      a client's rings, commands and departure; the device the policy drives
+ *   mem_orders.c  migration orders for oversubscribed clients (memplan.c plans them)
+ *   store.c       the on-disk profile store
+ *   status.c      the STATUS reply
+ */
+#ifndef GMXD_SERVER_INTERNAL_H
+#define GMXD_SERVER_INTERNAL_H
+
+#define _GNU_SOURCE
+#include "daemon.h"
+#include "gpumux/kprofile.h"
+#include "gpumux/sched.h"
+#include "gpumux/template.h"
+#include "memplan.h"
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define HASH 256
+#define PENDING_MAX 64
+#define PENDING_TIMEOUT_NS 2000000000LL /* a connection must say HELLO or STATUS_REQ by then */
+
+enum { D_QUEUED, D_GRANTED, D_ORPHAN };
+enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD };
+
+typedef struct client client_t;
+
+typedef struct dcmd {
+    gmx_cmd_t c; /* what the policy sees; first, so a gmx_cmd_t* is a dcmd_t* */
+    uint64_t cseq;
+    client_t *cl;
+    int state;
+    int64_t notice_ns;
+    gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
+    uint32_t nranges;
+    struct dcmd *hnext, *dnext;
+} dcmd_t;
+
+typedef struct {
+    uint64_t ptr, size;
+} dalloc_t;
+
+struct client {
+    int used, dead, cut;
+    uint32_t id, task;
+    int fd, efd_up, efd_down;
+    gmx_shm_region_t *region;
+    pid_t pid;
+    uid_t uid;
+    char name[GMX_NAME_MAX];
+    int priority, oversub;
+    dcmd_t *hash[HASH];
+    uint32_t queued, inflight, refs, evicts;
+    uint64_t notices, grants, completions;
+    int64_t last_progress, connected_ns, last_grant_ns;
+    dalloc_t *allocs;
+    int nallocs;
+    uint64_t alloc_bytes;
+    /* RANGE entries waiting for the notice of command rseq */
+    uint64_t rseq;
+    uint32_t nr;
+    gmx_tpl_range_t rbuf[GMX_RANGES_MAX];
+    uint32_t lat_ns[GMXD_LAT_SAMPLES];
+    uint32_t nlat;
+    char cut_reason[192];
+};
+
+typedef struct {
+    int fd;
+    int64_t since;
+} pending_t;
+
+/* A ring entry waiting for evictions to be acknowledged before it may be sent. */
+typedef struct action {
+    struct action *next;
+    uint32_t task, client_id;
+    gmx_ring_entry_t e;
+} action_t;
+
+typedef struct {
+    const gmxd_config_t *cfg;
+    int ep, lfd, sfd, tfd;
+    char sock_path[300];
+    const gmx_policy_ops_t *ops;
+    gmx_policy_t *pol;
+    int in_policy;
+    client_t cl[GMX_MAX_TASKS];
+    pending_t pend[PENDING_MAX];
+    uint32_t next_id;
+    uint64_t seq, tokens;
+    dcmd_t *deferred;
+    action_t *act_head, *act_tail;
+    uint32_t evicts_outstanding;
+    uint64_t mem_cap;
+    gmxd_mem_t *mem;
+    uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
+    int64_t start_ns, timer_at;
+    uint64_t refused, cut_off, protocol_errors, total_grants;
+    int stop;
+    /* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
+     * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
+    struct {
+        char name[GMX_NAME_MAX];
+        gmx_kprof_t prof;
+        int used;
+    } store[GMX_MAX_TASKS];
+    gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
+    /* Recent notice-to-grant latencies of high-priority clients (priority 0..2), kept after
+     * the clients leave: what `gpumux status` reports as recent HP latency. */
+    uint32_t hp_lat[GMXD_LAT_SAMPLES];
+    uint32_t n_hp_lat;
+} gmxd_server_t;
+
+/* The daemon's state (server.c defines it). */
+extern gmxd_server_t gmxd__srv;
+#define SRV gmxd__srv
+
+/* CLOCK_MONOTONIC in ns. */
+int64_t gmxd__now_ns(void);
+
+/* Adds fd to the loop's epoll set, tagged with (type, idx); removes it. */
+void gmxd__ep_add(int fd, int type, uint32_t idx);
+void gmxd__ep_del(int fd);
+
+/* The device the policy drives (see server.c's header comment). */
+int64_t gmxd__dev_now(void *ctx);
+void gmxd__dev_set_timer(void *ctx, int64_t at);
+int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
+int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
+
+/* Marks c to be cut off (closed at the top of the loop) for `why`. */
+void gmxd__cut(client_t *c, const char *why);
+
+/* Pushes e to c's down ring, waking it if it sleeps; a full ring cuts it off. */
+void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e);
+
+/* Sends e to c now, or after the outstanding evictions (keeps ring order). */
+void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e);
+
+/* Sends what waited for evictions, once none is outstanding. */
+void gmxd__flush_actions(void);
+
+/* Completes for the policy what was deferred during policy calls. */
+void gmxd__run_deferred(void);
+
+/* Ends client c (hung up, cut off, or the daemon stopping): releases all it held. */
+void gmxd__drop_client(client_t *c, const char *why);
+
+/* Drains every client's up ring; returns the number of entries taken. */
+int gmxd__poll_rings(void);
+
+/* Makes command d's working set resident before its grant (oversubscribed clients). */
+void gmxd__plan_memory(client_t *c, dcmd_t *d);
+
+/* Loads the stored profile of task `name` into *p when there is one (a bad file is logged). */
+void gmxd__store_load(const char *name, gmx_kprof_t *p);
+
+/* Writes a snapshot of task `name`'s profile to the store, when it has learned anything. */
+void gmxd__store_save(const char *name, gmx_kprof_t *p);
+
+/* Sends the STATUS reply (JSON) on fd, without blocking. */
+void gmxd__status_reply(int fd);
+
+#endif
