@@ -19,15 +19,17 @@
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: gpumux profile record SCENARIO.ini -o FILE [--duration S] [--seed N]\n"
-		     "       gpumux profile templates WORKLOAD.gmxw -o FILE\n"
+		     "       gpumux profile templates WORKLOAD.gmxw [WORKLOAD.gmxw ...] -o FILE\n"
 		     "       gpumux profile show FILE [--all]\n"
 		     "\n"
 		     "record  runs each task of the scenario alone on the simulated GPU while the fikit\n"
 		     "        policy measures every kernel ID's duration and the idle gap after it, and\n"
 		     "        writes the profiles (one per task, keyed by task name) to FILE.\n"
 		     "        `gpumux sim SCENARIO --sched fikit --profile FILE` then uses them.\n"
-		     "templates  learns working-set templates from a workload's launches and the regions\n"
+		     "templates  learns working-set templates from workloads' launches and the regions\n"
 		     "        each touched, and writes them to FILE for `gpumux run --templates`.\n"
+		     "        Give runs at two or more input sizes so that extents that grow with a\n"
+		     "        size argument are learned as such (one size can only give fixed extents).\n"
 		     "        Kernels that fit no template are left out (their launches migrate whole\n"
 		     "        allocations).\n"
 		     "show    prints a profile file: per task, each kernel ID with its observations,\n"
@@ -125,50 +127,66 @@ static const char *kind_name(uint8_t k)
 	return k == GMX_TPL_T3 ? "T3" : k == GMX_TPL_T2 ? "T2" : k == GMX_TPL_T1 ? "T1" : "other";
 }
 
+#define TEMPLATES_MAX_INPUTS 16
+
 static int templates(int argc, char **argv)
 {
-	const char *in = NULL, *outp = NULL;
+	const char *in[TEMPLATES_MAX_INPUTS], *outp = NULL;
+	uint32_t n_in = 0;
 	for (int i = 1; i < argc; i++) {
 		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
 			outp = argv[++i];
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
 			return 0;
-		} else if (argv[i][0] == '-' || in) {
+		} else if (argv[i][0] == '-') {
 			fprintf(stderr, "gpumux profile templates: unexpected '%s' (try --help)\n", argv[i]);
 			return 2;
+		} else if (n_in == TEMPLATES_MAX_INPUTS) {
+			fprintf(stderr, "gpumux profile templates: at most %d workloads\n", TEMPLATES_MAX_INPUTS);
+			return 2;
 		} else
-			in = argv[i];
+			in[n_in++] = argv[i];
 	}
-	if (!in || !outp) {
-		fprintf(stderr, "gpumux profile templates: expected one workload and -o FILE (try --help)\n");
+	if (!n_in || !outp) {
+		fprintf(stderr, "gpumux profile templates: expected workloads and -o FILE (try --help)\n");
 		return 2;
 	}
-	gmx_workload_t w;
+	gmx_workload_t w[TEMPLATES_MAX_INPUTS];
+	const gmx_workload_t *wp[TEMPLATES_MAX_INPUTS];
 	char err[1024];
-	if (gmx_workload_read(in, &w, err, sizeof(err))) {
-		fprintf(stderr, "gpumux profile templates: %s\n", err);
-		return 1;
+	uint32_t loaded = 0, launches = 0;
+	int rc = 0;
+	for (; loaded < n_in; loaded++) {
+		if (gmx_workload_read(in[loaded], &w[loaded], err, sizeof(err))) {
+			fprintf(stderr, "gpumux profile templates: %s\n", err);
+			rc = 1;
+			break;
+		}
+		wp[loaded] = &w[loaded];
+		for (uint32_t i = 0; i < w[loaded].n_ops; i++)
+			launches += w[loaded].ops[i].kind == GMX_OP_KERNEL;
 	}
 	gmx_tpl_set_t set = {0};
-	uint32_t kernels = w.n_names, launches = 0;
-	int rc = gmx_msched_learn(&w, &set);
-	for (uint32_t i = 0; i < w.n_ops; i++)
-		launches += w.ops[i].kind == GMX_OP_KERNEL;
-	if (rc)
+	if (!rc && gmx_msched_learn_many(wp, n_in, &set)) {
 		fprintf(stderr, "gpumux profile templates: out of memory\n");
-	else if ((rc = gmx_templates_write(outp, &set, err, sizeof(err))) != 0)
+		rc = 1;
+	}
+	if (!rc && gmx_templates_write(outp, &set, err, sizeof(err))) {
 		fprintf(stderr, "gpumux profile templates: %s\n", err);
-	else {
+		rc = 1;
+	}
+	if (!rc) {
 		uint32_t by_kind[4] = {0};
 		for (uint32_t i = 0; i < set.n; i++)
 			by_kind[set.t[i].kind & 3]++;
-		printf("%s: %u launches of %u kernel names; %u templates (T1 %u, T2 %u, T3 %u) written to %s\n",
-		       in, launches, kernels, set.n, by_kind[1], by_kind[2], by_kind[3], outp);
+		printf("%u workload%s, %u launches; %u templates (T1 %u, T2 %u, T3 %u) written to %s\n", n_in,
+		       n_in == 1 ? "" : "s", launches, set.n, by_kind[1], by_kind[2], by_kind[3], outp);
 	}
 	gmx_tpl_set_free(&set);
-	gmx_workload_free(&w);
-	return rc ? 1 : 0;
+	for (uint32_t i = 0; i < loaded; i++)
+		gmx_workload_free(&w[i]);
+	return rc;
 }
 
 /* Prints a templates file: one line per kernel, one per term. */

@@ -95,7 +95,7 @@ static void launch_of(const gmx_workload_t *w, const gmx_op_t *op, gmx_tpl_range
 	memcpy(x->block, op->block, sizeof(op->block));
 }
 
-int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
+int gmx_msched_learn_many(const gmx_workload_t *const *w, uint32_t n, gmx_tpl_set_t *set)
 {
 	gmx_tpl_learner_t *l;
 	int rc = gmx_tpl_learner_create(&l);
@@ -103,30 +103,36 @@ int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
 		return rc;
 	gmx_tpl_range_t *ranges = NULL;
 	uint32_t cap = 0;
-	for (uint32_t i = 0; i < w->n_ops && !rc; i++) {
-		const gmx_op_t *op = &w->ops[i];
-		if (op->kind != GMX_OP_KERNEL || !op->region_count)
-			continue;
-		if (op->region_count > cap) {
-			gmx_tpl_range_t *p = realloc(ranges, op->region_count * sizeof(*p));
-			if (!p) {
-				rc = -ENOMEM;
-				break;
+	for (uint32_t k = 0; k < n && !rc; k++)
+		for (uint32_t i = 0; i < w[k]->n_ops && !rc; i++) {
+			const gmx_op_t *op = &w[k]->ops[i];
+			if (op->kind != GMX_OP_KERNEL || !op->region_count)
+				continue;
+			if (op->region_count > cap) {
+				gmx_tpl_range_t *p = realloc(ranges, op->region_count * sizeof(*p));
+				if (!p) {
+					rc = -ENOMEM;
+					break;
+				}
+				ranges = p;
+				cap = op->region_count;
 			}
-			ranges = p;
-			cap = op->region_count;
+			gmx_tpl_launch_t x;
+			launch_of(w[k], op, ranges, &x);
+			rc = gmx_tpl_learn(l, &x);
+			if (rc == -EINVAL)
+				rc = 0; /* more arguments than a template holds: that kernel stays uncovered */
 		}
-		gmx_tpl_launch_t x;
-		launch_of(w, op, ranges, &x);
-		rc = gmx_tpl_learn(l, &x);
-		if (rc == -EINVAL)
-			rc = 0; /* more arguments than a template holds: that kernel stays uncovered */
-	}
 	free(ranges);
 	if (!rc)
 		rc = gmx_tpl_learner_finish(l, set);
 	gmx_tpl_learner_destroy(l);
 	return rc;
+}
+
+int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
+{
+	return gmx_msched_learn_many(&w, 1, set);
 }
 
 /* Calls emit(ctx, buffer, offset, length) for each predicted range of op,
@@ -346,12 +352,12 @@ static void accuracy_pct(uint64_t touched, uint64_t predicted, uint64_t hit, gmx
 	out->false_positive_pct = predicted ? 100.0 * (double)(predicted - hit) / (double)predicted : 0;
 }
 
-int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply, int wholealloc,
-			gmx_sim_msched_stats_t *out)
+int gmx_msched_accuracy_many(const gmx_workload_t *const *learn, uint32_t n_learn, const gmx_workload_t *apply,
+			     int wholealloc, gmx_sim_msched_stats_t *out)
 {
 	memset(out, 0, sizeof(*out));
 	gmx_tpl_set_t set;
-	int rc = gmx_msched_learn(learn, &set);
+	int rc = gmx_msched_learn_many(learn, n_learn, &set);
 	if (rc)
 		return rc;
 	uint64_t touched = 0, predicted = 0, hit = 0;
@@ -360,6 +366,12 @@ int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply
 	accuracy_pct(touched, predicted, hit, out);
 	out->valid = !rc;
 	return rc;
+}
+
+int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply, int wholealloc,
+			gmx_sim_msched_stats_t *out)
+{
+	return gmx_msched_accuracy_many(&learn, 1, apply, wholealloc, out);
 }
 
 /* ---- set-up -------------------------------------------------------------------- */

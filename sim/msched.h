@@ -61,4 +61,12 @@ int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply
 /* Learns the templates of a workload into *set. 0 or -ENOMEM. */
 int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set);
 
+/* Learns templates from the launches of n workloads together (profiling runs at several
+ * input sizes, so extents linear in a size can be fitted). 0 or -ENOMEM. */
+int gmx_msched_learn_many(const gmx_workload_t *const *w, uint32_t n, gmx_tpl_set_t *set);
+
+/* gmx_msched_accuracy with templates learned from n_learn workloads. */
+int gmx_msched_accuracy_many(const gmx_workload_t *const *learn, uint32_t n_learn, const gmx_workload_t *apply,
+			     int wholealloc, gmx_sim_msched_stats_t *out);
+
 #endif

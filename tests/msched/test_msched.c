@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "gpumux/gen.h"
 #include "gpumux/mplan.h"
 #include "gpumux/template.h"
 #include "msched.h"
@@ -331,6 +332,31 @@ static void test_msched_fallback_counted(void **state)
 		gmx_workload_free(&w[i]);
 }
 
+/* Templates learned from one size cannot extrapolate (a fixed extent); learned from two
+ * profiling runs at different sizes they fit the extent to the size argument and predict a
+ * third size exactly. */
+static void test_learn_two_sizes(void **state)
+{
+	(void)state;
+	gmx_workload_t w[3];
+	const char *n[3] = {"1048576", "2097152", "4194304"};
+	char msg[256];
+	for (int i = 0; i < 3; i++) {
+		gmx_param_t p = {"n", n[i]};
+		assert_int_equal(gmx_gen_build("vector-add", &p, 1, ".", &w[i], msg, sizeof(msg)), 0);
+	}
+	gmx_sim_msched_stats_t st;
+	const gmx_workload_t *one[1] = {&w[0]}, *two[2] = {&w[0], &w[1]};
+	assert_int_equal(gmx_msched_accuracy_many(one, 1, &w[2], 0, &st), 0);
+	assert_true(st.false_negative_pct > 50); /* 1M elements predicted of 4M */
+	assert_int_equal(gmx_msched_accuracy_many(two, 2, &w[2], 0, &st), 0);
+	assert_true(st.false_negative_pct == 0);
+	assert_true(st.false_positive_pct == 0);
+	assert_int_equal(st.launches[GMX_TPL_T2], 1);
+	for (int i = 0; i < 3; i++)
+		gmx_workload_free(&w[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_msched_no_missing),
 		cmocka_unit_test(test_msched_whole_allocation_fallback),
 		cmocka_unit_test(test_msched_fallback_counted),
+		cmocka_unit_test(test_learn_two_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
