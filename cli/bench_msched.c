@@ -94,37 +94,52 @@ static json_t *bench_accuracy(const char *shared, int print)
 {
 	json_t *rows = json_array();
 	if (print)
-		printf("\nprediction accuracy (templates learned from one unit; 4 KB pages; launches per unit)\n"
+		printf("\nprediction accuracy (templates learned from one unit, or two at two sizes: A+B -> C; 4 KB pages;\n"
+		       "launches per unit)\n"
 		       "%-34s %8s %8s %8s %6s %6s %6s %6s\n", "workload", "kernels", "FN", "FP", "T1%", "T2%", "T3%",
 		       "other%");
+	/* Learn at v1 (and v2: two profiling runs), apply to v3 (default: v1 itself). */
 	struct {
-		const char *label, *kind, *k1, *v1, *k2, *v2; /* learn on v1, apply to v2 when k2 */
+		const char *label, *kind, *key, *v1, *v2, *v3;
 	} cases[] = {
 		{"llm-decode (llama3-8b-int8)", "llm-decode", "model", "llama3-8b-int8", NULL, NULL},
-		{"llm-decode ctx 1024 -> 2048", "llm-decode", "context", "1024", "context", "2048"},
+		{"llm-decode ctx 1024 -> 2048", "llm-decode", "context", "1024", NULL, "2048"},
+		{"llm-decode ctx 1024+1536 -> 2048", "llm-decode", "context", "1024", "1536", "2048"},
 		{"vector-add", "vector-add", "footprint", "2G", NULL, NULL},
-		{"vector-add n 1M -> 4M", "vector-add", "n", "1048576", "n", "4194304"},
-		{"matmul n 1024 -> 2048", "matmul", "n", "1024", "n", "2048"},
+		{"vector-add n 1M -> 4M", "vector-add", "n", "1048576", NULL, "4194304"},
+		{"vector-add n 1M+2M -> 4M", "vector-add", "n", "1048576", "2097152", "4194304"},
+		{"matmul n 1024 -> 2048", "matmul", "n", "1024", NULL, "2048"},
+		{"matmul n 1024+1536 -> 2048", "matmul", "n", "1024", "1536", "2048"},
 		{"dwt2d", "dwt2d", "footprint", "1G", NULL, NULL},
-		{"dwt2d 256M -> 1G", "dwt2d", "footprint", "256M", "footprint", "1G"},
+		{"dwt2d 256M -> 1G", "dwt2d", "footprint", "256M", NULL, "1G"},
+		{"dwt2d 256M+512M -> 1G", "dwt2d", "footprint", "256M", "512M", "1G"},
 		{"hotspot", "hotspot", "footprint", "1G", NULL, NULL},
 		{"cfd", "cfd", "footprint", "1G", NULL, NULL},
 		{"nn", "nn", "footprint", "1G", NULL, NULL},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		gmx_workload_t a = {0}, b = {0};
-		char msg[256];
-		gmx_param_t p1 = {cases[i].k1, cases[i].v1}, p2 = {cases[i].k2, cases[i].v2};
-		int rc = gmx_gen_build(cases[i].kind, &p1, 1, ".", &a, msg, sizeof(msg));
-		if (!rc && cases[i].k2)
-			rc = gmx_gen_build(cases[i].kind, &p2, 1, ".", &b, msg, sizeof(msg));
+		gmx_workload_t w[3] = {{0}};
+		const char *v[3] = {cases[i].v1, cases[i].v2, cases[i].v3};
+		char msg[256] = "";
+		int rc = 0;
+		for (int k = 0; k < 3 && !rc; k++)
+			if (v[k]) {
+				gmx_param_t p = {cases[i].key, v[k]};
+				rc = gmx_gen_build(cases[i].kind, &p, 1, ".", &w[k], msg, sizeof(msg));
+			}
+		const gmx_workload_t *learn[2] = {&w[0], &w[1]};
 		gmx_sim_msched_stats_t st;
-		if (!rc && !gmx_msched_accuracy(&a, cases[i].k2 ? &b : &a, 0, &st))
+		if (!rc && !gmx_msched_accuracy_many(learn, v[1] ? 2 : 1, v[2] ? &w[2] : &w[0], 0, &st)) {
 			json_array_append_new(rows, accuracy_row(cases[i].label, &st, print));
-		else if (print)
+			/* The paper's comparison (its Table 1): whole allocations instead of templates. */
+			char label[80];
+			snprintf(label, sizeof(label), "%s, whole allocations", cases[i].label);
+			if (!v[2] && !gmx_msched_accuracy(&w[0], &w[0], 1, &st))
+				json_array_append_new(rows, accuracy_row(label, &st, print));
+		} else if (print)
 			printf("%-34s (could not build: %s)\n", cases[i].label, msg);
-		gmx_workload_free(&a);
-		gmx_workload_free(&b);
+		for (int k = 0; k < 3; k++)
+			gmx_workload_free(&w[k]);
 	}
 	static const char *const reef[] = {"resnet152", "resnet", "resnet18", "vgg", "alexnet", "mobilenet", "bert"};
 	for (size_t i = 0; i < sizeof(reef) / sizeof(reef[0]); i++) {
@@ -199,10 +214,9 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 				ret[m] = gmx_bench_retained(&r[m], &r[M_INMEM]);
 			double sp = ret[M_UM] > 0 ? ret[M_MS] / ret[M_UM] : 0;
 			double fi = ret[M_IDEALLONG] > 0 ? ret[M_MS] / ret[M_IDEALLONG] : 0;
-			double ib = r[M_IDEALLONG].h2d_bytes ? (double)r[M_MS].h2d_bytes / (double)r[M_IDEALLONG].h2d_bytes
-							     : 0;
-			double wb = r[M_MS].h2d_bytes ? (double)r[M_WHOLE].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
-			double fb = r[M_MS].h2d_bytes ? (double)r[M_FIFO].h2d_bytes / (double)r[M_MS].h2d_bytes : 0;
+			double ib = gmx_bench_bytes_ratio(&r[M_MS], &r[M_IDEALLONG]);
+			double wb = gmx_bench_bytes_ratio(&r[M_WHOLE], &r[M_MS]);
+			double fb = gmx_bench_bytes_ratio(&r[M_FIFO], &r[M_MS]);
 			if (mx == 3)
 				sp_d[p] = sp;
 			else {
@@ -229,6 +243,8 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 			json_object_set_new(row, "msched_over_um", json_real(sp));
 			json_object_set_new(row, "msched_of_ideal", json_real(fi));
 			json_object_set_new(row, "msched_bytes_over_ideal", json_real(ib));
+			json_object_set_new(row, "wholealloc_bytes_over_msched", json_real(wb));
+			json_object_set_new(row, "fifo_bytes_over_msched", json_real(fb));
 			json_object_set_new(row, "false_negative_pct", json_real(r[M_MS].msched.false_negative_pct));
 			json_object_set_new(row, "false_positive_pct", json_real(r[M_MS].msched.false_positive_pct));
 			json_object_set_new(row, "fallback_faults", json_integer((json_int_t)r[M_MS].faults));
@@ -294,8 +310,9 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 	json_t *sw = json_array();
 	if (print)
 		printf("\nslice sweep, mix D at 200%% (of inmem at the 2 ms GPU slice; wait = the longest a newly\n"
-		       "ready high-priority task waits for the device: (tasks - 1) x slice)\n%-9s %9s %9s %9s %10s\n",
-		       "slice", "um-long", "msched", "ideal", "hp wait");
+		       "ready high-priority task waits for the device: (tasks - 1) x slice; whole = msched-wholealloc,\n"
+		       "w/ms = its bytes moved in per unit of work over msched's)\n%-9s %9s %9s %9s %9s %7s %10s\n",
+		       "slice", "um-long", "msched", "whole", "ideal", "w/ms", "hp wait");
 	for (size_t k = 0; k < sizeof(slices_ms) / sizeof(slices_ms[0]); k++) {
 		if (quick && (k == 0 || k == 4))
 			continue;
@@ -305,8 +322,8 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
 			break;
 		int64_t sl = (int64_t)llround(slices_ms[k] * 1e6);
-		int ms[4] = {M_INMEM, M_UMLONG, M_MS, M_IDEALLONG}, rc = 0;
-		for (int q = 0; q < 4 && !rc; q++)
+		int ms[5] = {M_INMEM, M_UMLONG, M_MS, M_WHOLE, M_IDEALLONG}, rc = 0;
+		for (int q = 0; q < 5 && !rc; q++)
 			rc = run_mode(&sc, ms[q], sl, &r[ms[q]]);
 		uint32_t nt = sc.n_tasks;
 		gmx_scenario_free(&sc);
@@ -314,12 +331,17 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 			break;
 		double u = gmx_bench_retained(&r[M_UMLONG], &r[M_INMEM]), m = gmx_bench_retained(&r[M_MS], &r[M_INMEM]),
 		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
+		double wh = gmx_bench_retained(&r[M_WHOLE], &r[M_INMEM]);
+		double wb = gmx_bench_bytes_ratio(&r[M_WHOLE], &r[M_MS]);
 		if (print)
-			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %7.0f ms\n", slices_ms[k], 100 * u, 100 * m, 100 * i, wait);
+			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %8.2f%% %6.2fx %7.0f ms\n", slices_ms[k], 100 * u, 100 * m,
+			       100 * wh, 100 * i, wb, wait);
 		json_t *o = json_object();
 		json_object_set_new(o, "slice_ms", json_real(slices_ms[k]));
 		json_object_set_new(o, "um", json_real(u));
 		json_object_set_new(o, "msched", json_real(m));
+		json_object_set_new(o, "msched_wholealloc", json_real(wh));
+		json_object_set_new(o, "wholealloc_bytes_per_unit_over_msched", json_real(wb));
 		json_object_set_new(o, "ideal", json_real(i));
 		json_object_set_new(o, "hp_wait_ms", json_real(wait));
 		json_array_append_new(sw, o);

@@ -28,4 +28,21 @@ static inline double gmx_bench_retained(const gmx_sim_result_t *a, const gmx_sim
 	return n ? s / n : 0;
 }
 
+/* Bytes moved to the device per unit of work done (units completed, with the fraction of the
+ * current one): compares modes that get through different amounts of work in the same time. */
+static inline double gmx_bench_bytes_per_unit(const gmx_sim_result_t *r)
+{
+	double u = 0;
+	for (uint32_t i = 0; i < r->n_tasks; i++)
+		u += r->tasks[i].progress;
+	return u > 0 ? (double)r->h2d_bytes / u : 0;
+}
+
+/* a's bytes per unit of work over b's (0 when b moved nothing). */
+static inline double gmx_bench_bytes_ratio(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
+{
+	double y = gmx_bench_bytes_per_unit(b);
+	return y > 0 ? gmx_bench_bytes_per_unit(a) / y : 0;
+}
+
 #endif
