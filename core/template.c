@@ -199,15 +199,17 @@ static uint64_t feature(const uint8_t *size, uint32_t n_args, const uint64_t *va
 	return sub == 1 ? (val[a] & 0xffffffffull) : (val[a] >> 32);
 }
 
-/* product of the formula's features; 0 when it overflows 64 bits */
+/* product of the formula's features; *overflow set (and 0 returned) when it exceeds 64 bits */
 static uint64_t product(const gmx_tpl_formula_t *f, const uint8_t *size, uint32_t n_args, const uint64_t *val,
-			const uint32_t *dims)
+			const uint32_t *dims, int *overflow)
 {
 	u128 p = 1;
 	for (uint32_t i = 0; i < f->n_factors; i++) {
 		p *= feature(size, n_args, val, dims, f->factor[i]);
-		if (p > UINT64_MAX)
+		if (p > UINT64_MAX) {
+			*overflow = 1;
 			return 0;
+		}
 	}
 	return (uint64_t)p;
 }
@@ -235,12 +237,13 @@ static int fits(const fit_ctx_t *c, gmx_tpl_formula_t *f)
 {
 	const kern_t *k = c->k;
 	const obs_t *o0 = &k->obs[c->obs[0]];
-	uint64_t p0 = product(f, k->size, k->n_args, o0->val, o0->dims);
+	int overflow = 0; /* a product of 0, overflowed or not, explains nothing */
+	uint64_t p0 = product(f, k->size, k->n_args, o0->val, o0->dims, &overflow);
 	if (!p0)
 		return 0;
 	for (uint32_t i = 1; i < c->n; i++) {
 		const obs_t *o = &k->obs[c->obs[i]];
-		uint64_t p = product(f, k->size, k->n_args, o->val, o->dims);
+		uint64_t p = product(f, k->size, k->n_args, o->val, o->dims, &overflow);
 		if (!p || (u128)c->v[i] * p0 != (u128)c->v[0] * p)
 			return 0;
 	}
@@ -289,8 +292,9 @@ static int fit(const fit_ctx_t *c, gmx_tpl_formula_t *f)
 static uint64_t eval(const gmx_tpl_formula_t *f, const uint8_t *size, uint32_t n_args, const uint64_t *val,
 		     const uint32_t *dims, int *bad)
 {
-	uint64_t p = product(f, size, n_args, val, dims);
-	if (!p && f->n_factors) {
+	int overflow = 0;
+	uint64_t p = product(f, size, n_args, val, dims, &overflow);
+	if (overflow) {
 		*bad = 1;
 		return 0;
 	}
@@ -480,7 +484,13 @@ static void emit(gmx_tpl_range_t *out, uint32_t cap, uint32_t *n, uint64_t addr,
 {
 	if (!len)
 		return;
-	uint64_t lo = addr & ~(TPL_PAGE - 1), hi = (addr + len + TPL_PAGE - 1) & ~(TPL_PAGE - 1);
+	/* Rounding up must not wrap: a range that would reach past the top ends at the top page. */
+	const uint64_t room = UINT64_MAX - (TPL_PAGE - 1);
+	uint64_t lo = addr & ~(TPL_PAGE - 1);
+	uint64_t hi = addr > room || len > room - addr ? room & ~(TPL_PAGE - 1)
+						       : (addr + len + TPL_PAGE - 1) & ~(TPL_PAGE - 1);
+	if (hi <= lo)
+		return;
 	/* Consecutive chunks sharing a page merge, so a narrow stride costs one range. */
 	if (*n && *n <= cap) {
 		gmx_tpl_range_t *last = &out[*n - 1];
@@ -519,7 +529,13 @@ int gmx_tpl_predict(const gmx_tpl_t *t, const gmx_arg_t *args, uint32_t n_args, 
 		uint64_t cnt = eval(&m->count, t->arg_size, n_args, val, dims, &bad);
 		uint64_t s = eval(&m->stride, t->arg_size, n_args, val, dims, &bad);
 		uint64_t ch = eval(&m->chunk, t->arg_size, n_args, val, dims, &bad);
-		if (s <= ch) { /* contiguous or overlapping: one range */
+		if (s <= ch || cnt > GMX_TPL_MAX_CHUNKS) {
+			/* Contiguous or overlapping, or too many chunks to list (a hostile or
+			 * mistaken file must not stall a launch): the span that covers them. */
+			if (cnt && s && cnt - 1 > (UINT64_MAX - ch) / s) {
+				bad = 1;
+				break;
+			}
 			emit(out, cap, n, start, cnt ? (cnt - 1) * s + ch : 0);
 			continue;
 		}

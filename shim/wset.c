@@ -25,6 +25,7 @@
 #include <string.h>
 
 #define WSET_FILE_MAX (64u << 20) /* a templates file larger than this is refused */
+#define WSET_RAW_MAX 65536u        /* predicted ranges of one launch, before merging */
 
 static gmx_tpl_set_t g_set;
 static int g_loaded;
@@ -129,6 +130,8 @@ int gmx_shim_wset_predict(const gmx_shim_cmd_t *cmd, gmx_tpl_range_t *out, uint3
     uint32_t nraw = 0;
     int rc = gmx_tpl_predict(t, args, nargs, grid, block, raw, 256, &nraw);
     if (rc == -ENOSPC) {
+        if (nraw > WSET_RAW_MAX)
+            return 0; /* a template listing this many ranges predicts by whole allocations */
         raw = malloc((size_t)nraw * sizeof *raw);
         if (!raw)
             return 0;

@@ -28,6 +28,7 @@
 #define GMX_TPL_MAX_ARGS 64    /* arguments a template can refer to */
 #define GMX_TPL_MAX_TERMS 64   /* touched ranges per launch a template describes */
 #define GMX_TPL_MAX_FACTORS 3  /* features in one product */
+#define GMX_TPL_MAX_CHUNKS 65536 /* a strided term with more chunks is predicted as one span */
 
 typedef enum gmx_tpl_kind {
 	GMX_TPL_OTHER = 0, /* no template: demand paging */
@@ -102,9 +103,11 @@ void gmx_tpl_set_free(gmx_tpl_set_t *set);
 const gmx_tpl_t *gmx_tpl_find(const gmx_tpl_set_t *set, const char *name);
 
 /* Predicts the ranges a launch touches, page-aligned (4 KB), in the
- * template's term order. Writes up to cap ranges and the number needed into
- * *n. 0; -ENOENT when the arguments do not match the template's layout;
- * -ENOSPC when cap is too small (*n says how many are needed). */
+ * template's term order (a strided term of more than GMX_TPL_MAX_CHUNKS
+ * chunks as the one span that covers them). Writes up to cap ranges and the
+ * number needed into *n. An extent of 0 (a size argument of 0) predicts nothing for its
+ * term. 0; -ENOENT when the arguments do not match the template's layout or an extent
+ * overflows 64 bits; -ENOSPC when cap is too small (*n says how many are needed). */
 int gmx_tpl_predict(const gmx_tpl_t *t, const gmx_arg_t *args, uint32_t n_args, const uint32_t grid[3],
 		    const uint32_t block[3], gmx_tpl_range_t *out, uint32_t cap, uint32_t *n);
 

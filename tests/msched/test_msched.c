@@ -332,6 +332,39 @@ static void test_msched_fallback_counted(void **state)
 		gmx_workload_free(&w[i]);
 }
 
+/* A strided term asking for more chunks than GMX_TPL_MAX_CHUNKS (a mistaken or hostile
+ * templates file) is predicted as the one span that covers them, at once; spans that would
+ * pass the top of the address space end at the top page. */
+static void test_predict_bounded(void **state)
+{
+	(void)state;
+	gmx_tpl_set_t set;
+	char err[256];
+	assert_int_equal(gmx_tpl_parse("gpumux-templates 1\nkernel 2 8,8 T3 k\n"
+				       "term a0 count=1/1*a1 stride=8192/1 chunk=4096/1\nend\n",
+				       &set, err, sizeof(err)),
+			 0);
+	gmx_arg_t args[2] = {{.value = BASE, .size = 8}, {.value = 1ull << 40, .size = 8}};
+	uint32_t g[3] = {1, 1, 1}, b[3] = {1, 1, 1}, n = 0;
+	gmx_tpl_range_t out[4];
+	assert_int_equal(gmx_tpl_predict(&set.t[0], args, 2, g, b, out, 4, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(out[0].addr, BASE);
+	assert_int_equal(out[0].length, ((1ull << 40) - 1) * 8192 + 4096);
+	args[1].value = 1000; /* few chunks: listed one by one */
+	assert_int_equal(gmx_tpl_predict(&set.t[0], args, 2, g, b, out, 4, &n), -ENOSPC);
+	assert_int_equal(n, 1000);
+	args[1].value = 0; /* an empty launch touches nothing: no range, no error */
+	assert_int_equal(gmx_tpl_predict(&set.t[0], args, 2, g, b, out, 4, &n), 0);
+	assert_int_equal(n, 0);
+	args[0].value = UINT64_MAX - 100; /* near the top: clamped, never wrapped */
+	args[1].value = 1;
+	assert_int_equal(gmx_tpl_predict(&set.t[0], args, 2, g, b, out, 4, &n), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_true(out[i].addr + out[i].length >= out[i].addr);
+	gmx_tpl_set_free(&set);
+}
+
 /* Templates learned from one size cannot extrapolate (a fixed extent); learned from two
  * profiling runs at different sizes they fit the extent to the size argument and predict a
  * third size exactly. */
@@ -368,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_msched_whole_allocation_fallback),
 		cmocka_unit_test(test_msched_fallback_counted),
 		cmocka_unit_test(test_learn_two_sizes),
+		cmocka_unit_test(test_predict_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
