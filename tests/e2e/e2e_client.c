@@ -4,7 +4,7 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--start-when FILE] [--hostile bad-hello|bad-ring]
+ *              [--start-when FILE] [--hostile bad-hello|bad-ring|stall]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
  * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
@@ -69,7 +69,7 @@ static int hostile(const char *how)
         gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
         h.priority = 3;
         h.pid = getpid();
-        snprintf(h.name, sizeof h.name, "hostile");
+        snprintf(h.name, sizeof h.name, "%s", strcmp(how, "stall") == 0 ? "stall" : "hostile");
         send(s, &h, sizeof h, 0);
         gmx_msg_welcome_t w;
         char cbuf[CMSG_SPACE(3 * sizeof(int))];
@@ -86,14 +86,36 @@ static int hostile(const char *how)
                                    fds[0], 0);
         if (r == MAP_FAILED)
             return 1;
-        /* An entry type that does not exist, then an impossible tail. */
-        gmx_ring_entry_t e = {.type = 999, .seq = 1};
         int wake;
-        gmx_ring_push(&r->up, &e, &wake);
         uint64_t one = 1;
-        if (write(fds[1], &one, sizeof one) < 0)
-            perror("e2e_client: eventfd");
-        __atomic_store_n(&r->up.tail, r->up.head + 5000, __ATOMIC_RELEASE);
+        if (strcmp(how, "stall") == 0) {
+            /* A launch notice, then silence once it is granted: never a completion, never
+             * another read. */
+            gmx_ring_entry_t e = {.type = GMX_UP_NOTICE, .a = 0, .seq = 1, .x = 42};
+            gmx_ring_push(&r->up, &e, &wake);
+            if (write(fds[1], &one, sizeof one) < 0)
+                perror("e2e_client: eventfd");
+            int granted = 0;
+            for (int t = 0; t < 5000 && !granted; t++) {
+                granted = __atomic_load_n(&r->down.tail, __ATOMIC_ACQUIRE) !=
+                          __atomic_load_n(&r->down.head, __ATOMIC_RELAXED);
+                struct timespec ms = {0, 1000000};
+                nanosleep(&ms, NULL);
+            }
+            if (!granted) {
+                fprintf(stderr, "e2e_client: the stalling client was never granted\n");
+                return 1;
+            }
+            printf("granted; now silent\n");
+            fflush(stdout);
+        } else {
+            /* An entry type that does not exist, then an impossible tail. */
+            gmx_ring_entry_t e = {.type = 999, .seq = 1};
+            gmx_ring_push(&r->up, &e, &wake);
+            if (write(fds[1], &one, sizeof one) < 0)
+                perror("e2e_client: eventfd");
+            __atomic_store_n(&r->up.tail, r->up.head + 5000, __ATOMIC_RELEASE);
+        }
     }
     /* The daemon must close the connection. */
     char b[512];
