@@ -309,5 +309,11 @@ hostile)
 *)
     echo "unknown scenario $SCEN"; exit 2 ;;
 esac
-[ $FAILED -eq 0 ] && echo "PASS: $SCEN"
+if [ $FAILED -eq 0 ]; then
+    echo "PASS: $SCEN"
+else
+    # What a failure needs to be understood, since the run directory is reused by the next run.
+    echo "--- daemon log (last 30 lines)"; tail -30 "$R/daemon.log" 2>/dev/null
+    for f in "$R"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -10 "$f"; }; done
+fi
 exit $FAILED
