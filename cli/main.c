@@ -18,7 +18,7 @@ static const struct command commands[] = {
 	{"sim", gmx_cmd_sim, "run a scenario on the simulated GPU and report its metrics"},
 	{"gen", gmx_cmd_gen, "write a generated workload (llm-decode, rodinia, reef, ...) to a file"},
 	{"trace", gmx_cmd_trace, "import real GPU traces and print their statistics"},
-	{"profile", gmx_cmd_profile, "record kernel profiles (fikit) from a scenario and print them"},
+	{"profile", gmx_cmd_profile, "kernel profiles (fikit) and working-set templates (msched): learn, print"},
 	{"bench", gmx_cmd_bench, "benchmarks: calibration, msched, fikit, trace replay, speed"},
 	{"run", gmx_cmd_run, "run a program under gpumuxd (priority, name, oversubscription)"},
 	{"status", gmx_cmd_status, "show gpumuxd's clients, queues, memory and latency"},
