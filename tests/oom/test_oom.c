@@ -1,5 +1,6 @@
-/* Every allocation can fail: the workload reader, the scenario loader and a
- * whole simulation are run with the Nth allocation failing, for N = 0, 1, 2,
+/* Every allocation can fail: the workload reader, the scenario loader, a whole
+ * simulation in every memory mode, templates and gpumuxd's memory planner are run
+ * with the Nth allocation failing, for N = 0, 1, 2,
  * ... until one succeeds. Each failure must come back as an error (never a
  * crash), and under the sanitizers nothing may leak. Allocation failures are
  * injected by wrapping malloc, calloc, realloc and strdup at link time. */
@@ -13,7 +14,10 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "gpumux/template.h"
 #include "gpumux/workload_io.h"
+#include "memplan.h"
+#include "msched.h"
 #include "scenario.h"
 
 static long countdown = -1; /* allocations left before one fails; -1: never */
@@ -134,8 +138,8 @@ static int load_and_run(void *arg)
 		gmx_scenario_free(&sc);
 		return -ENOMEM;
 	}
-	static const char *const modes[] = {"inmem", "um", "ideal"};
-	for (int m = 0; m < 3 && !rc; m++)
+	static const char *const modes[] = {"inmem", "um", "ideal", "msched"};
+	for (int m = 0; m < 4 && !rc; m++)
 		rc = gmx_scenario_run(&sc, "timeslice", modes[m], res, err, sizeof(err));
 	free(res);
 	gmx_scenario_free(&sc);
@@ -159,11 +163,87 @@ static void scenario_and_simulation_survive_every_failure(void **state)
 	remove(spath);
 }
 
+/* Templates: learned from a workload, formatted, parsed back. */
+static int templates_round_trip(void *arg)
+{
+	gmx_workload_t w;
+	char err[256];
+	int rc = gmx_workload_read(arg, &w, err, sizeof(err));
+	if (rc)
+		return rc;
+	gmx_tpl_set_t set = {0}, back = {0};
+	char *text = NULL;
+	rc = gmx_msched_learn(&w, &set);
+	if (!rc)
+		rc = gmx_tpl_format(&set, &text);
+	if (!rc)
+		rc = gmx_tpl_parse(text, &back, err, sizeof(err));
+	if (!rc && back.n != set.n)
+		fail_msg("templates lost in the round trip");
+	free(text);
+	gmx_tpl_set_free(&set);
+	gmx_tpl_set_free(&back);
+	gmx_workload_free(&w);
+	return rc;
+}
+
+static void templates_survive_every_failure(void **state)
+{
+	(void)state;
+	char path[64];
+	write_tmp(".gmxw", workload_text, path, sizeof(path));
+	long n = until_success(templates_round_trip, path);
+	assert_true(n > 5);
+	remove(path);
+}
+
+/* gpumuxd's memory planner: a failed plan emits nothing and leaves residency as it was. */
+static int orders;
+static void count_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
+{
+	(void)ctx, (void)task, (void)to_device, (void)ptr, (void)len;
+	orders++;
+}
+
+static int plan_switches(void *arg)
+{
+	(void)arg;
+	gmxd_mem_t *m;
+	const uint64_t ch = 2ull << 20;
+	int rc = gmxd_mem_create(6 * ch, &m);
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < 3 && !rc; t++)
+		rc = gmxd_mem_alloc(m, t, 0x100000000ull * (t + 1), 4 * ch);
+	gmx_tpl_range_t r = {0x100000000ull + ch, ch};
+	for (uint32_t step = 0; step < 6 && !rc; step++) {
+		uint32_t t = step % 3;
+		gmxd_mem_slice_t sl[3] = {{.task = t, .whole = 1}, {.task = (t + 1) % 3, .whole = 1}, {.task = 0, .r = &r, .n = 1}};
+		uint64_t before = gmxd_mem_resident(m, GMX_MAX_TASKS);
+		gmxd_mem_stats_t st;
+		orders = 0;
+		rc = gmxd_mem_plan(m, sl, 3, count_order, NULL, &st);
+		if (rc && (orders || gmxd_mem_resident(m, GMX_MAX_TASKS) != before))
+			fail_msg("a failed plan sent %d orders or changed residency", orders);
+	}
+	gmxd_mem_destroy(m);
+	return rc;
+}
+
+static void memory_planner_survives_every_failure(void **state)
+{
+	(void)state;
+	long n = until_success(plan_switches, NULL);
+	assert_true(n > 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(workload_reader_survives_every_failure),
 		cmocka_unit_test(scenario_and_simulation_survive_every_failure),
+		cmocka_unit_test(templates_survive_every_failure),
+		cmocka_unit_test(memory_planner_survives_every_failure),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
