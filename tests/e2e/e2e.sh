@@ -217,6 +217,16 @@ templates)
     [ "$LOADED_whole" -ge $((3 * LOADED_templates)) ] ||
         fail "whole allocations moved $LOADED_whole bytes, not several times the templates' $LOADED_templates"
     grep -q "templates: 2 kernels" "$R/ta-templates.shim" || fail "the interposer did not load the templates"
+    # A bad file reaching the interposer directly (not through gpumux run): it says why and
+    # the program runs, its memory migrated by whole allocations.
+    start_daemon "device_memory_mb = 64"
+    LD_LIBRARY_PATH=$B/shim GPUMUX_SHIM_POLICY=daemon GPUMUX_OVERSUBSCRIBE=1 GPUMUX_NAME=tc \
+        GPUMUX_TEMPLATES=$R/bad.gmxtpl "$CLIENT" --out "$R/tc.out" --kernels tc:100 --count 20 \
+        --alloc-mb 8 --touch-mb 2 2>"$R/tc.err" || fail "the client failed with a bad templates file"
+    stop_daemon
+    grep -q "GPUMUX_TEMPLATES=$R/bad.gmxtpl: line 3" "$R/tc.err" ||
+        fail "the interposer did not say why it ignored the templates: $(cat "$R/tc.err")"
+    check_order tc
     ;;
 stall)
     # A client that stops answering: it announces a kernel, is granted it, and then never
