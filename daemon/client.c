@@ -120,7 +120,8 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
     c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
     if (c->priority <= 2)
         SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
-    gmxd__plan_memory(c, d);
+    if (GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
+        gmxd__plan_memory(c, d);
     gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
     gmxd__send_action(c, &e);
     return 0;
@@ -230,8 +231,10 @@ void gmxd__drop_client(client_t *c, const char *why)
     }
     c->inflight = c->queued = 0;
     /* gmxd__run_deferred() may free the slot (and zero *c) once its last command
-     * completes: keep the task's index for the policy. */
+     * completes: keep the task's index for the policy and its name for the profile store. */
     uint32_t task = c->task;
+    char name[GMX_NAME_MAX];
+    memcpy(name, c->name, sizeof name);
     SRV.in_policy = 1;
     gmxd__run_deferred();
     SRV.ops->task_done(SRV.pol, task);
@@ -242,9 +245,9 @@ void gmxd__drop_client(client_t *c, const char *why)
      * so a daemon that is killed later loses nothing that task taught it. */
     int same_name = 0;
     for (int t = 0; t < GMX_MAX_TASKS; t++)
-        same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, c->name) == 0;
+        same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
     for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
-        if (SRV.store[i].used && strcmp(SRV.store[i].name, c->name) == 0)
+        if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
             gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
     maybe_free_slot(c);
 }
@@ -294,6 +297,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
             return;
         }
         d->cseq = e->seq;
+        d->kind = e->a;
         d->cl = c;
         d->state = D_QUEUED;
         d->notice_ns = gmxd__now_ns();

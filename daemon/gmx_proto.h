@@ -72,8 +72,12 @@ typedef struct {
 } gmx_msg_refused_t;
 
 /* Command kinds in a notice (the shim's gmx_cmd_kind_t values). */
+#define GMX_PROTO_KIND_GRAPH 4u
 #define GMX_PROTO_KIND_COPY 5u
 #define GMX_PROTO_KIND_MEMSET 6u
+/* Kinds that touch device memory: launches (0-2), graphs, copies, memsets (not host functions,
+ * event records or stream waits). */
+#define GMX_PROTO_KIND_TOUCHES_MEMORY(k) ((k) <= 2u || ((k) >= GMX_PROTO_KIND_GRAPH && (k) <= GMX_PROTO_KIND_MEMSET))
 #define GMX_CMD_KIND_COUNT_PROTO 9u
 
 /* The unit of the daemon's memory planner and of migration orders: 2 MiB, the driver's

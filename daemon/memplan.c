@@ -247,11 +247,11 @@ static void merge_add(merger_t *g, uint32_t task, int dir, uint64_t ptr, uint64_
     *g = (merger_t){g->emit, g->ctx, task, dir, 1, ptr, len};
 }
 
-int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, gmxd_mem_emit_fn emit,
-                  void *ctx, gmxd_mem_stats_t *st)
+int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, uint32_t n_protected,
+                  gmxd_mem_emit_fn emit, void *ctx, gmxd_mem_stats_t *st)
 {
     memset(st, 0, sizeof *st);
-    if (n_slices == 0)
+    if (n_slices == 0 || n_protected > n_slices)
         return -EINVAL;
     if (gmxd_mem_ready(m, &slice[0]))
         return 0;
@@ -310,6 +310,8 @@ int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slice
     merger_t g = {.emit = emit, .ctx = ctx};
     for (uint32_t i = 0; i + n_keep < n_res && room < want; i++) {
         uint32_t u = evict[i];
+        if (gmx_mplan_rank(p, u) < n_protected)
+            break; /* the order is by rank, furthest first: the rest is protected too */
         task_mem_t *tm = &m->t[u_task[u]];
         malloc_rec_t *a = &tm->a[u_alloc[u]];
         uint32_t c = u - a->base;

@@ -59,11 +59,12 @@ uint64_t gmxd_mem_resident(const gmxd_mem_t *m, uint32_t task);
 int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
 
 /* Plans a switch to slice[0] (slice[1..] are the coming slices, in timeline order): evicts
- * first what no coming slice needs, then what the furthest needs, never what slice[0]
- * needs, and loads slice[0]'s missing chunks in access order, as far as the device holds
- * them. Orders are emitted evictions first, contiguous chunks merged. 0, -EINVAL or -ENOMEM
- * (nothing emitted, residency unchanged). */
-int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, gmxd_mem_emit_fn emit,
-                  void *ctx, gmxd_mem_stats_t *st);
+ * first what no coming slice needs, then what the furthest needs, never what slices
+ * [0, n_protected) need (the switch's own and work already granted), and loads slice[0]'s
+ * missing chunks in access order, as far as the device holds them. Orders are emitted
+ * evictions first, contiguous chunks merged. 0, -EINVAL (no slice, n_protected > n_slices)
+ * or -ENOMEM (nothing emitted, residency unchanged). */
+int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, uint32_t n_protected,
+                  gmxd_mem_emit_fn emit, void *ctx, gmxd_mem_stats_t *st);
 
 #endif

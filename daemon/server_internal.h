@@ -39,6 +39,7 @@ typedef struct dcmd {
     int64_t notice_ns;
     gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
     uint32_t nranges;
+    uint32_t kind;           /* the notice's command kind (gmx_proto.h) */
     struct dcmd *hnext, *dnext;
 } dcmd_t;
 

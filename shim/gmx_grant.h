@@ -49,7 +49,8 @@ typedef struct gmx_grant_ops {
     /* Called after the command reached the driver (may be NULL). */
     void (*released)(void *self, const gmx_shim_cmd_t *cmd);
     void *self;
-    /* Called when a released command (by seq) completed on the GPU (may be NULL). */
+    /* Called when a released command (by seq) completed on the GPU, or at its release when no
+     * completion is tracked for it (event records, stream waits, refused releases); may be NULL. */
     void (*completed)(void *self, uint64_t seq);
     /* A host thread is about to block until the GPU has run its work (may be NULL). */
     void (*host_wait)(void *self);

@@ -75,6 +75,7 @@ static struct {
     int migrating;          /* the thread runs an order: later grants wait for it */
     seq_slot_t tbl[SEQ_TABLE];
     unsigned used;          /* slots not FREE (tombstones included) */
+    unsigned granted;       /* slots GRANTED: granted by the daemon, not yet completed */
     char dir[4096], name[GMX_NAME_MAX];
     int priority, oversub;
     long reconnect_ms;
@@ -117,6 +118,7 @@ static void seq_clear(void)
 {
     memset(d.tbl, 0, sizeof d.tbl);
     d.used = 0;
+    d.granted = 0;
 }
 
 static seq_slot_t *seq_insert(uint64_t s)
@@ -129,6 +131,7 @@ static seq_slot_t *seq_insert(uint64_t s)
             if (old[i].state == ST_NOTICED || old[i].state == ST_GRANTED) {
                 seq_slot_t *n = seq_insert(old[i].seq);
                 n->state = old[i].state;
+                d.granted += n->state == ST_GRANTED;
             }
         if (d.used >= SEQ_TABLE / 2)
             return NULL; /* really full: the caller holds the command and retries */
@@ -309,6 +312,20 @@ static int run_migration(uint64_t ptr, uint64_t len, int to_device)
             return -EIO;
         d.mig_ctx = ctx;
     }
+    /* An eviction waits until everything the daemon granted this process before it has been
+     * released and has finished: those kernels may still be queued here or running on the
+     * memory that now moves out. (Grants after the order wait for it: ring order.) */
+    while (!to_device) {
+        pthread_mutex_lock(&d.lock);
+        unsigned pending = d.connected ? d.granted : 0;
+        pthread_mutex_unlock(&d.lock);
+        if (!pending)
+            break;
+        gmx_shim_queue_kick();
+        gmx_shim_queue_quiesce();
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
     CUmemLocation loc = {.type = to_device ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
                          .id = 0};
     CUresult r = pf((CUdeviceptr)ptr, (size_t)len, loc, 0, d.mig_stream);
@@ -338,6 +355,7 @@ static int drain_down(void)
             seq_slot_t *s = seq_find(e.seq);
             if (s && s->state == ST_NOTICED) {
                 s->state = ST_GRANTED;
+                d.granted++;
                 grants++;
             }
         } else if (e.type == GMX_DOWN_MIGRATE) {
@@ -495,8 +513,10 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
                 if (gmx_ring_pop(r, &e) != 1)
                     break;
                 seq_slot_t *g = seq_find(e.seq);
-                if (g && g->state == ST_NOTICED)
+                if (g && g->state == ST_NOTICED) {
                     g->state = ST_GRANTED;
+                    d.granted++;
+                }
             }
             s = seq_find(cmd->seq);
             ok = s && s->state == ST_GRANTED;
@@ -515,6 +535,7 @@ static void grant_completed(void *self, uint64_t seq)
     seq_slot_t *s = d.connected ? seq_find(seq) : NULL;
     if (s && s->state == ST_GRANTED) {
         s->state = ST_TOMB;
+        d.granted--;
         if (push_up(GMX_UP_COMPLETE, 0, seq, 0, 0) != 0)
             d.desync = 1; /* a lost completion would stall the daemon's view: start over */
     }

@@ -544,6 +544,7 @@ static void release_head(gmx_sq *q)
         q->deferred = r;
     if (c->evi)
         c->evi->pending--;
+    int tracked = 0;
     if (r == CUDA_SUCCESS && counted(c->info.kind)) {
         CUevent done = NULL;
         if (q->npool > 0) {
@@ -559,10 +560,16 @@ static void release_head(gmx_sq *q)
             q->ring_seq[(q->rhead + q->rlen) % g.inflight_max] = c->info.seq;
             q->rlen++;
             g.inflight++;
+            tracked = 1;
         }
     }
     if (gmx_shim_policy->released)
         gmx_shim_policy->released(gmx_shim_policy->self, &c->info);
+    /* What no completion event tracks (event records, stream waits, a release the driver
+     * refused, an event that could not be recorded) is complete for the policy now: a
+     * policy that counts released work (the daemon) must not wait for it forever. */
+    if (!tracked && gmx_shim_policy->completed)
+        gmx_shim_policy->completed(gmx_shim_policy->self, c->info.seq);
     log_cmd(c, r);
     cmd_free(c);
 }
@@ -1088,6 +1095,21 @@ void gmx_shim_drain_all(void)
     note_host_wait();
     if (g.queued > 0)
         wait_until(all_released, NULL);
+    pthread_mutex_unlock(&g.lock);
+}
+
+void gmx_shim_queue_quiesce(void)
+{
+    if (GMX_LIKELY(gmx_shim_policy != NULL && gmx_shim_policy->passthrough))
+        return;
+    ensure_init();
+    pthread_mutex_lock(&g.lock);
+    while (g.inflight > 0) {
+        reap();
+        if (g.inflight == 0)
+            break;
+        timed_wait(&g.cv_done);
+    }
     pthread_mutex_unlock(&g.lock);
 }
 

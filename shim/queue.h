@@ -67,6 +67,9 @@ void gmx_shim_capture_end(void);
 /* Wakes the dispatcher to re-check grants now (a grant arrived); never blocks on the GPU. */
 void gmx_shim_queue_kick(void);
 
+/* Waits until every released command has completed on the GPU (nothing in flight). */
+void gmx_shim_queue_quiesce(void);
+
 /* Forgets cached kernel names and layouts (a module was unloaded). */
 void gmx_shim_func_cache_clear(void);
 

@@ -59,7 +59,7 @@ static void test_bookkeeping(void **state)
 	gmxd_mem_slice_t s = whole(0);
 	gmxd_mem_stats_t st;
 	g_n = 0;
-	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
 	assert_int_equal(st.load_bytes, 3 * CH + 4096);
 	assert_int_equal(g_n, 1); /* contiguous chunks merge into one order */
 	assert_int_equal(g_o[0].len, 3 * CH + 4096);
@@ -86,7 +86,7 @@ static void test_loads_predicted_chunks(void **state)
 	gmxd_mem_stats_t st;
 	g_n = 0;
 	assert_false(gmxd_mem_ready(m, &s));
-	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
 	assert_int_equal(st.load_bytes, 3 * CH);
 	assert_int_equal(st.evict_bytes, 0);
 	assert_int_equal(g_n, 2);
@@ -96,7 +96,7 @@ static void test_loads_predicted_chunks(void **state)
 	assert_int_equal(g_o[1].len, 2 * CH);
 	assert_true(g_o[0].to_device && g_o[1].to_device);
 	g_n = 0;
-	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
 	assert_int_equal(g_n, 0);
 	gmxd_mem_destroy(m);
 }
@@ -115,14 +115,14 @@ static void test_evicts_unneeded_then_furthest(void **state)
 	assert_int_equal(gmxd_mem_alloc(m, 2, a2, 2 * CH), 0);
 	gmxd_mem_stats_t st;
 	gmxd_mem_slice_t s0 = whole(0), s2 = whole(2);
-	assert_int_equal(gmxd_mem_plan(m, &s0, 1, rec, NULL, &st), 0);
-	assert_int_equal(gmxd_mem_plan(m, &s2, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s0, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s2, 1, 1, rec, NULL, &st), 0);
 	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 6 * CH);
 	/* Task 1 next; then task 2 (whole), then task 0's first two chunks. */
 	gmx_tpl_range_t need0 = {a0, 2 * CH};
 	gmxd_mem_slice_t tl[3] = {whole(1), whole(2), ranges(0, &need0, 1)};
 	g_n = 0;
-	assert_int_equal(gmxd_mem_plan(m, tl, 3, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, tl, 3, 1, rec, NULL, &st), 0);
 	assert_int_equal(st.evict_bytes, 2 * CH);
 	assert_int_equal(st.load_bytes, 2 * CH);
 	assert_int_equal(g_n, 2);
@@ -136,11 +136,45 @@ static void test_evicts_unneeded_then_furthest(void **state)
 	 * by the slice after: task 1 goes, then task 2 (further than... nothing else). */
 	gmxd_mem_slice_t tl2[2] = {whole(0), whole(2)};
 	g_n = 0;
-	assert_int_equal(gmxd_mem_plan(m, tl2, 2, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, tl2, 2, 1, rec, NULL, &st), 0);
 	assert_int_equal(st.evict_bytes, 2 * CH);
 	assert_int_equal(g_o[0].task, 1);
 	assert_false(g_o[0].to_device);
 	assert_int_equal(gmxd_mem_resident(m, 2), 2 * CH); /* task 2 kept */
+	gmxd_mem_destroy(m);
+}
+
+/* Work already granted to another task (a protected slice) keeps its memory even when that
+ * task is the furthest: the switch evicts elsewhere or falls short, never under a kernel
+ * that may be running. */
+static void test_protected_slices(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	const uint64_t a0 = 0x100000000ull, a1 = 0x200000000ull, a2 = 0x300000000ull;
+	assert_int_equal(gmxd_mem_create(4 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 2 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 1, a1, 2 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 2, a2, 2 * CH), 0);
+	gmxd_mem_stats_t st;
+	gmxd_mem_slice_t s0 = whole(0), s1 = whole(1);
+	assert_int_equal(gmxd_mem_plan(m, &s0, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s1, 1, 1, rec, NULL, &st), 0);
+	/* Task 2 next; task 1 has work in flight (protected); task 0 is needed later. */
+	gmxd_mem_slice_t tl[3] = {whole(2), whole(1), whole(0)};
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, tl, 3, 2, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_resident(m, 1), 2 * CH); /* untouched */
+	assert_int_equal(gmxd_mem_resident(m, 0), 0);      /* evicted instead */
+	assert_int_equal(gmxd_mem_resident(m, 2), 2 * CH);
+	/* Task 0 next, tasks 2 and 1 both with work in flight: nothing may go, so task 0 falls
+	 * short (demand paging) rather than evict under a running kernel. */
+	gmxd_mem_slice_t tl2[3] = {whole(0), whole(2), whole(1)};
+	assert_int_equal(gmxd_mem_plan(m, tl2, 3, 3, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_resident(m, 1), 2 * CH);
+	assert_int_equal(gmxd_mem_resident(m, 2), 2 * CH);
+	assert_int_equal(st.short_bytes, 2 * CH);
+	assert_int_equal(gmxd_mem_plan(m, tl, 3, 4, rec, NULL, &st), -EINVAL);
 	gmxd_mem_destroy(m);
 }
 
@@ -155,7 +189,7 @@ static void test_slice_larger_than_device(void **state)
 	gmxd_mem_slice_t s = whole(0);
 	gmxd_mem_stats_t st;
 	g_n = 0;
-	assert_int_equal(gmxd_mem_plan(m, &s, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
 	assert_int_equal(st.load_bytes, 3 * CH);
 	assert_int_equal(st.short_bytes, 2 * CH);
 	assert_int_equal(st.evict_bytes, 0);
@@ -201,7 +235,15 @@ static void test_random_invariants(void **state)
 			uint64_t before = gmxd_mem_resident(m, first);
 			gmxd_mem_stats_t st;
 			g_n = 0;
-			assert_int_equal(gmxd_mem_plan(m, tl, 1 + (uint32_t)(rand() % 4), rec, NULL, &st), 0);
+			uint32_t ns = 1 + (uint32_t)(rand() % 4), np = 1 + (uint32_t)(rand() % ns);
+			/* What the protected slices need and have must stay too. */
+			int kept[4] = {0};
+			for (uint32_t k = 1; k < np; k++)
+				kept[k] = gmxd_mem_ready(m, &tl[k]);
+			assert_int_equal(gmxd_mem_plan(m, tl, ns, np, rec, NULL, &st), 0);
+			for (uint32_t k = 1; k < np; k++)
+				if (kept[k])
+					assert_true(gmxd_mem_ready(m, &tl[k]));
 			assert_true(gmxd_mem_resident(m, GMX_MAX_TASKS) <= cap);
 			for (uint32_t j = 0; j < 2 && !tl[0].whole; j++) {
 				gmxd_mem_slice_t one = ranges(first, &r[first][j], 1);
@@ -229,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_loads_predicted_chunks),
 		cmocka_unit_test(test_evicts_unneeded_then_furthest),
 		cmocka_unit_test(test_slice_larger_than_device),
+		cmocka_unit_test(test_protected_slices),
 		cmocka_unit_test(test_random_invariants),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

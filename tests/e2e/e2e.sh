@@ -43,6 +43,7 @@ client() {
     local ropts=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do ropts+=("$1"); shift; done
     shift
+    rm -f "$R/$name.out" # a rerun's readers must not see the previous run's lines
     GPUMUX_SHIM_LOG=$R/$name.shim "$G" run --priority "$prio" --name "$name" "${ropts[@]}" -- \
         "$CLIENT" --out "$R/$name.out" "$@" 2>"$R/$name.err" &
     eval "PID_$name=$!"
@@ -50,13 +51,18 @@ client() {
 
 pid_of() { sed -n 's/^pid=//p' "$R/$1.out"; }
 
-# go NAME...: once every named client (started with --start-when $R/go) has allocated, lets
-# them all start launching at once, so that their memory is in use at the same time.
+# go NAME...: once every named client (started with --start-when $R/go, after rm -f $R/go) has
+# allocated and is connected to the daemon, lets them all start launching at once, so that
+# their memory is in use at the same time.
 go() {
-    rm -f "$R/go"
     for n in "$@"; do
         for _ in $(seq 400); do grep -q '^ready$' "$R/$n.out" 2>/dev/null && break; sleep 0.05; done
         grep -q '^ready$' "$R/$n.out" 2>/dev/null || fail "$n never became ready"
+        for _ in $(seq 400); do
+            "$G" status --json 2>/dev/null | jq -e --arg n "$n" '[.clients[] | select(.name == $n)] | length > 0' \
+                >/dev/null && break
+            sleep 0.05
+        done
     done
     touch "$R/go"
 }
@@ -148,6 +154,7 @@ memory)
     # running for exactly its nominal time shows the loads preceded the kernels.
     export GPUMUX_STANDIN_MEM_MB=64
     start_daemon "device_memory_mb = 64" "slice_us = 2000"
+    rm -f "$R/go"
     client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48 \
         --start-when "$R/go"
     client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48 \
@@ -190,6 +197,7 @@ templates)
     for mode in templates whole; do
         start_daemon "device_memory_mb = 64" "slice_us = 2000"
         topt=(--oversubscribe); [ $mode = templates ] && topt+=(--templates "$R/t.gmxtpl")
+        rm -f "$R/go"
         for n in ta tb; do
             client $n 5 "${topt[@]}" -- --kernels $n:300 --count 40 --sync-every 4 --alloc-mb 48 \
                 --touch-mb 8 --windows 2 --start-when "$R/go"
@@ -234,7 +242,9 @@ stall)
     # for, and a high-priority client beside it runs to the end. (A stopped process cannot
     # stand for it here: the stand-in driver's shared lock would stop everyone with it.)
     start_daemon "slice_us = 2000" "unresponsive_ms = 300"
-    client hp 0 -- --kernels hp:200 --count 200 --gap-us 2000
+    # hp also records events: work no completion event tracks must still count as done,
+    # or hp itself would be taken for unresponsive.
+    client hp 0 -- --kernels hp:200 --count 200 --gap-us 2000 --record-every 1
     "$CLIENT" --hostile stall >"$R/stall.out" 2>&1 || fail "stall: $(cat "$R/stall.out")"
     grep -q "granted; now silent" "$R/stall.out" || fail "the stalling client was never granted"
     grep -q "closed by the daemon" "$R/stall.out" || fail "the stalling client was not closed"
@@ -242,6 +252,7 @@ stall)
         fail "no cut-off line for the silent client (see $R/daemon.log)"
     wait $PID_hp
     check_order hp
+    ! grep -q "hp): cut off" "$R/daemon.log" || fail "hp was cut off: $(grep "hp): cut off" "$R/daemon.log")"
     "$G" status --json >"$R/status.json"
     jq -e '[.clients[] | select(.name == "stall")] | length == 0' "$R/status.json" >/dev/null ||
         fail "the cut-off client is still listed"

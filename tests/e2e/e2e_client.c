@@ -4,15 +4,16 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--start-when FILE] [--hostile bad-hello|bad-ring|stall]
+ *              [--start-when FILE] [--record-every K] [--hostile bad-hello|bad-ring|stall]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
  * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
  * passes it to every kernel; with --touch-mb kernel i touches only T MB of it, from window
  * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
- * --start-when: after its allocation, write "ready" and wait (up to 20 s) until FILE exists,
- * so that several clients launch at the same time. --hostile talks garbage to gpumuxd (no
- * CUDA at all).
+ * --start-when: after its allocation and one event record (which connects it to gpumuxd), write
+ * "ready" and wait (up to 20 s) until FILE exists, so that several clients launch together.
+ * --record-every K records an event after every K kernels (never waited for). --hostile talks
+ * garbage to gpumuxd (no CUDA at all).
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
  */
 #define _GNU_SOURCE
@@ -134,7 +135,7 @@ static int hostile(const char *how)
 int main(int argc, char **argv)
 {
     const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
-    long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1;
+    long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1, record_every = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--out"))
             out = argv[i + 1];
@@ -150,6 +151,8 @@ int main(int argc, char **argv)
             alloc_mb = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--touch-mb"))
             touch_mb = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--record-every"))
+            record_every = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--windows"))
             windows = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--start-when"))
@@ -212,6 +215,13 @@ int main(int argc, char **argv)
         return 2;
     }
     if (start_when) {
+        /* An event record reaches the daemon (the interposer connects at its first queued
+         * command) without touching memory; then wait for the others. */
+        CUevent ev;
+        CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+        CU(cuEventRecord(ev, st));
+        CU(cuEventSynchronize(ev));
+        CU(cuEventDestroy(ev));
         fprintf(log, "ready\n");
         for (int t = 0; access(start_when, F_OK) != 0; t++) {
             if (t == 20000) {
@@ -229,6 +239,12 @@ int main(int argc, char **argv)
         void *args[] = {&at, &idx, &touch};
         fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
         CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
+        if (record_every > 0 && (i + 1) % record_every == 0) {
+            CUevent ev;
+            CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+            CU(cuEventRecord(ev, st));
+            CU(cuEventDestroy(ev)); /* the driver keeps a destroyed event's pending record */
+        }
         if (gap_us >= 0) {
             CU(cuStreamSynchronize(st));
             struct timespec ts = {gap_us / 1000000, (gap_us % 1000000) * 1000};

@@ -222,7 +222,7 @@ static int plan_switches(void *arg)
 		uint64_t before = gmxd_mem_resident(m, GMX_MAX_TASKS);
 		gmxd_mem_stats_t st;
 		orders = 0;
-		rc = gmxd_mem_plan(m, sl, 3, count_order, NULL, &st);
+		rc = gmxd_mem_plan(m, sl, 3, 2, count_order, NULL, &st);
 		if (rc && (orders || gmxd_mem_resident(m, GMX_MAX_TASKS) != before))
 			fail_msg("a failed plan sent %d orders or changed residency", orders);
 	}
