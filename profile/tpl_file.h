@@ -1,7 +1,6 @@
 /* The working-set templates file (docs/msched.md): templates learned once and
- * shipped, read by `gpumux run --templates` and written by `gpumux profile
- * templates`. The interposer has its own reader (shim/wset.c) over the same
- * core parser. */
+ * shipped, written by `gpumux profile templates`, checked by `gpumux run
+ * --templates` and read by the interposer (shim/wset.c). */
 #ifndef GMX_TPL_FILE_H
 #define GMX_TPL_FILE_H
 

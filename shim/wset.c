@@ -18,13 +18,13 @@
 
 #include "gmx_proto.h"
 #include "gpumux/template.h"
+#include "tpl_file.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define WSET_FILE_MAX (64u << 20) /* a templates file larger than this is refused */
 #define WSET_RAW_MAX 65536u        /* predicted ranges of one launch, before merging */
 
 static gmx_tpl_set_t g_set;
@@ -32,43 +32,12 @@ static int g_loaded;
 
 int gmx_shim_wset_load(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "gpumux shim: GPUMUX_TEMPLATES=%s: %s; launches are predicted by whole "
-                        "allocations\n", path, strerror(errno));
-        return -errno;
-    }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len + 65536 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 131072;
-            char *t = ncap > WSET_FILE_MAX + 1 ? NULL : realloc(text, ncap);
-            if (!t) {
-                rc = ncap > WSET_FILE_MAX + 1 ? -EFBIG : -ENOMEM;
-                break;
-            }
-            text = t;
-            cap = ncap;
-        }
-        size_t n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    if (!rc && ferror(f))
-        rc = -EIO;
-    fclose(f);
-    char err[256] = "";
-    if (!rc) {
-        text[len] = '\0';
-        rc = gmx_tpl_parse(text, &g_set, err, sizeof err);
-    }
-    free(text);
+    char err[512];
+    int rc = gmx_templates_read(path, &g_set, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "gpumux shim: GPUMUX_TEMPLATES=%s: %s; launches are predicted by whole "
-                        "allocations\n", path, err[0] ? err : strerror(-rc));
+        /* err starts with the path: "GPUMUX_TEMPLATES=PATH: line N: ..." */
+        fprintf(stderr, "gpumux shim: GPUMUX_TEMPLATES=%s; launches are predicted by whole "
+                        "allocations\n", err);
         gmx_tpl_set_free(&g_set);
         return rc;
     }
