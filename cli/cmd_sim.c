@@ -29,7 +29,9 @@ static void usage(FILE *out)
 		"                   (default: the scenario's, else inmem)\n"
 		"  --seed N         random seed for arrivals (default: the scenario's, else 1)\n"
 		"  --only TASK      run only this task, alone (its 'alone' figures)\n"
-		"  --duration S     simulated seconds to run (default: the scenario's, else 10)\n"
+		"  --duration S     simulated seconds to measure (default: the scenario's, else 10)\n"
+		"  --warmup S       simulated seconds to run first, not measured (default: the\n"
+		"                   scenario's warmup_s, else 0)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
 		"  --mem-slice-ms MS  slice of the msched modes (default: the scenario's\n"
 		"                   mem_slice_ms, else 200); ideal keeps the scenario's schedule\n"
@@ -99,9 +101,15 @@ static int compare(gmx_scenario_t *sc)
 			return rc;
 		}
 	}
-	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n\n",
+	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n",
 	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
 	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
+	if (sc->warmup_ns > 0)
+		printf("measured over %.1f simulated s after a %.1f s warm-up\n", sc->duration_ns / 1e9,
+		       sc->warmup_ns / 1e9);
+	else
+		printf("measured over %.1f simulated s from the start\n", sc->duration_ns / 1e9);
+	putchar('\n');
 	printf("%-12s %10s %10s %10s %10s %9s %9s %9s\n", "task", "inmem u/s", "um u/s", "ideal u/s", "msched u/s",
 	       "um", "ideal", "msched");
 	double sum[N] = {0};
@@ -134,13 +142,14 @@ int gmx_cmd_sim(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"sched", required_argument, 0, 's'}, {"mem", required_argument, 0, 'm'},
 		{"seed", required_argument, 0, 'S'},  {"only", required_argument, 0, 'o'},
-		{"duration", required_argument, 0, 'd'}, {"slice-ms", required_argument, 0, 'l'}, {"mem-slice-ms", required_argument, 0, 'L'},
+		{"duration", required_argument, 0, 'd'}, {"warmup", required_argument, 0, 'w'},
+		{"slice-ms", required_argument, 0, 'l'}, {"mem-slice-ms", required_argument, 0, 'L'},
 		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
 		{"profile", required_argument, 0, 'p'},
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
-	double seed = -1, duration = -1, slice = -1, mem_slice = -1;
+	double seed = -1, duration = -1, warmup = -1, slice = -1, mem_slice = -1;
 	int json = 0, cmp = 0, c;
 	optind = 1;
 	opterr = 0;
@@ -158,6 +167,10 @@ int gmx_cmd_sim(int argc, char **argv)
 			break;
 		case 'd':
 			if (parse_num("--duration", optarg, 1e-6, 86400, &duration))
+				return 2;
+			break;
+		case 'w':
+			if (parse_num("--warmup", optarg, 0, 86400, &warmup))
 				return 2;
 			break;
 		case 'l':
@@ -190,6 +203,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.seed = (uint64_t)seed;
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
+	if (warmup >= 0)
+		sc.warmup_ns = (int64_t)llround(warmup * 1e9);
 	if (slice > 0)
 		sc.params.slice_ns = (int64_t)llround(slice * 1e6);
 	if (mem_slice > 0)

@@ -525,8 +525,48 @@ static void collect(sim_t *s, gmx_sim_result_t *r)
 	}
 }
 
+/* Ends the warm-up: what happened so far is not measured. Latency samples
+ * restart; everything else is subtracted from the end figures. */
+static void warmup_end(sim_t *s)
+{
+	s->warm = calloc(1, sizeof(*s->warm));
+	if (!s->warm) {
+		gmx_sim__fail(s, -ENOMEM, "out of memory ending the warm-up");
+		return;
+	}
+	collect(s, s->warm);
+	for (uint32_t i = 0; i < s->n; i++)
+		s->t[i].n_lat = 0;
+}
+
+/* Turns whole-run figures r into the measured window's, given the warm-up's w. */
+static void subtract_warmup(gmx_sim_result_t *r, const gmx_sim_result_t *w)
+{
+	r->warmup_s = w->sim_time_s;
+	for (uint32_t i = 0; i < r->n_tasks; i++) {
+		gmx_task_result_t *o = &r->tasks[i];
+		const gmx_task_result_t *b = &w->tasks[i];
+		o->units -= b->units;
+		o->progress -= b->progress;
+		o->active_s -= b->active_s;
+		o->throughput_per_s = o->active_s > 0 ? o->progress / o->active_s : 0;
+	}
+	r->faults -= w->faults;
+	r->fault_entries -= w->fault_entries;
+	r->throttles -= w->throttles;
+	r->h2d_bytes -= w->h2d_bytes;
+	r->d2h_bytes -= w->d2h_bytes;
+	r->kernels -= w->kernels;
+	r->events -= w->events;
+	r->msched.switches -= w->msched.switches;
+	r->msched.planned_in_bytes -= w->msched.planned_in_bytes;
+	r->msched.topup_in_bytes -= w->msched.topup_in_bytes;
+	r->msched.predicted_missing -= w->msched.predicted_missing;
+}
+
 static void destroy(sim_t *s)
 {
+	free(s->warm);
 	if (s->policy)
 		s->cfg->policy->destroy(s->policy);
 	for (uint32_t i = 0; i < s->n && s->t; i++) {
@@ -604,7 +644,9 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			gmx_sim__next_arrival(&s, i);
 		}
 	}
-	gmx_sim__push(&s, cfg->duration_ns, EV_STOP, 0, 0);
+	if (cfg->warmup_ns > 0)
+		gmx_sim__push(&s, cfg->warmup_ns, EV_WARMUP, 0, 0);
+	gmx_sim__push(&s, cfg->warmup_ns + cfg->duration_ns, EV_STOP, 0, 0);
 	gmx_event_t e;
 	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
 		s.now = e.time;
@@ -635,6 +677,9 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			if (e.b == s.timer_gen)
 				cfg->policy->on_timer(s.policy);
 			break;
+		case EV_WARMUP:
+			warmup_end(&s);
+			break;
 		case EV_STOP:
 			s.stop = 1;
 			break;
@@ -643,6 +688,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	rc = s.error;
 	if (!rc) {
 		collect(&s, res);
+		if (s.warm)
+			subtract_warmup(res, s.warm);
 		if ((cfg->mem == GMX_MEM_UM || s.ms) && gmx_memspace_check(&s.mem, err, err_len))
 			rc = -EFAULT;
 		if (cfg->mem == GMX_MEM_IDEAL && gmx_ideal_check(s.ideal)) {
@@ -692,6 +739,7 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 		res->d2h_bytes += r.d2h_bytes;
 		res->kernels += r.kernels;
 		res->events += r.events;
+		res->warmup_s += r.warmup_s;
 		total += r.sim_time_s;
 	}
 	res->n_tasks = cfg->n_tasks;

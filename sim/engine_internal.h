@@ -12,7 +12,7 @@
 #include "sim.h"
 #include "um.h"
 
-enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_STOP };
+enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_WARMUP, EV_STOP };
 enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_COUNT };
 enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
 
@@ -96,6 +96,7 @@ typedef struct sim {
 	int spatial;       /* contexts share the execution engine (policy flag) */
 	scmd_t **run;      /* spatial: kernels running on the execution engine */
 	uint32_t n_run, cap_run;
+	gmx_sim_result_t *warm; /* the figures at the end of the warm-up, subtracted at the end */
 	int error;
 	char *err;
 	size_t err_len;

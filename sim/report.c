@@ -28,6 +28,7 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 	json_object_set_new(root, "device", json_string(info->device));
 	json_object_set_new(root, "seed", json_integer((json_int_t)info->seed));
 	json_object_set_new(root, "sim_time_s", json_real(r->sim_time_s));
+	json_object_set_new(root, "warmup_s", json_real(r->warmup_s));
 	for (uint32_t i = 0; i < r->n_tasks; i++) {
 		const gmx_task_result_t *t = &r->tasks[i];
 		json_t *o = json_object(), *lat = json_object();
@@ -91,8 +92,11 @@ static void fmt_lat(char *buf, size_t len, double s)
 
 void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
 {
-	fprintf(out, "%s  sched=%s mem=%s device=%s seed=%llu  simulated %.3f s\n", info->scenario, info->sched,
+	fprintf(out, "%s  sched=%s mem=%s device=%s seed=%llu  simulated %.3f s", info->scenario, info->sched,
 		info->mem, info->device, (unsigned long long)info->seed, r->sim_time_s);
+	if (r->warmup_s > 0)
+		fprintf(out, " (measured after %.3f s of warm-up)", r->warmup_s);
+	fputc('\n', out);
 	fprintf(out, "  %-16s %4s %9s %12s %10s %10s %10s\n", "task", "prio", "units", "units/s", "p50", "p95",
 		"p99");
 	for (uint32_t i = 0; i < r->n_tasks; i++) {

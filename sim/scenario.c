@@ -48,7 +48,7 @@ typedef struct parse_state {
 	int failed;
 	task_spec_t *specs;
 	uint32_t n_specs, cap_specs;
-	double duration_s, slice_ms, capacity_gb;
+	double duration_s, warmup_s, slice_ms, capacity_gb;
 	double mem_slice_ms; /* msched* and ideal */
 	int64_t inflight;
 } parse_state_t;
@@ -148,6 +148,11 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 				   "");
 		return 1;
 	}
+	if (!strcmp(name, "warmup_s")) {
+		if (parse_double(value, 0, SCENARIO_DURATION_S_MAX, &st->warmup_s))
+			return bad(st, "warmup_s '%s' is not a number of seconds in [0, 86400]%s", value, "");
+		return 1;
+	}
 	if (!strcmp(name, "seed")) {
 		if (parse_u64(value, UINT64_MAX, &sc->seed))
 			return bad(st, "seed '%s' is not a non-negative integer%s", value, "");
@@ -161,7 +166,7 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 	if (!strcmp(name, "description"))
 		return 1;
 	return bad(st, "unknown key '%s' in [scenario] (expected name, description, device, sched, mem, slice_ms, "
-		       "mem_slice_ms, inflight, duration_s, seed, capacity_gb)%s",
+		       "mem_slice_ms, inflight, duration_s, warmup_s, seed, capacity_gb)%s",
 		   name, "");
 }
 
@@ -518,6 +523,7 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 		if (st.inflight > 0)
 			sc->params.inflight_max = (uint32_t)st.inflight;
 		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
+		sc->warmup_ns = (int64_t)llround(st.warmup_s * 1e9);
 		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1e9)
 							: sc->device->hbm_bytes - sc->device->reserved_bytes;
 		if ((!sc->sched && set_str(&sc->sched, "timeslice")) || (!sc->mem && set_str(&sc->mem, "inmem")) ||
@@ -595,6 +601,7 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.policy = ops,
 		.sched = sc->params,
 		.duration_ns = sc->duration_ns,
+		.warmup_ns = sc->warmup_ns,
 		.seed = sc->seed,
 		.tasks = sc->tasks,
 		.n_tasks = sc->n_tasks,

@@ -17,7 +17,8 @@ typedef struct gmx_scenario {
 	gmx_sched_params_t params;
 	int64_t mem_slice_ns;  /* slice of the memory-scheduled modes (msched*, ideal) */
 	const struct gmx_tpl_set *templates; /* msched working-set profile, NULL: learn (not owned) */
-	int64_t duration_ns;
+	int64_t duration_ns;   /* measured */
+	int64_t warmup_ns;     /* run before the measured window, 0 by default */
 	uint64_t seed;
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;

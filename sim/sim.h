@@ -61,7 +61,8 @@ typedef struct gmx_sim_config {
 	gmx_mem_mode_t mem;
 	const gmx_policy_ops_t *policy;
 	gmx_sched_params_t sched;
-	int64_t duration_ns;
+	int64_t duration_ns;         /* measured, after the warm-up */
+	int64_t warmup_ns;           /* run first and not measured (0: measure from the start) */
 	uint64_t seed;
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
@@ -69,15 +70,16 @@ typedef struct gmx_sim_config {
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 } gmx_sim_config_t;
 
+/* A task's figures over the measured window (after the warm-up), except jct_s. */
 typedef struct gmx_task_result {
 	const char *name;
 	int priority;
 	uint64_t units;        /* completed */
 	double progress;       /* units completed plus the finished fraction of the current one */
 	double throughput_per_s;
-	double jct_s;          /* time to finish `units`, < 0 when not applicable */
-	double lat_p50_s, lat_p95_s, lat_p99_s; /* < 0 when no unit completed */
-	double active_s;       /* time the task was in the run */
+	double jct_s;          /* time from the start of the run to finish `units`, < 0 when not applicable */
+	double lat_p50_s, lat_p95_s, lat_p99_s; /* of units completed in the window; < 0 when none */
+	double active_s;       /* time the task was in the measured window */
 } gmx_task_result_t;
 
 /* What the msched modes report (zero elsewhere). */
@@ -92,8 +94,11 @@ typedef struct gmx_sim_msched_stats {
 	uint64_t predicted_missing;  /* predicted pages absent when a kernel started (fallback) */
 } gmx_sim_msched_stats_t;
 
+/* A run's figures. Counters and traffic cover the measured window only (the
+ * warm-up is subtracted); the prediction percentages cover the whole run. */
 typedef struct gmx_sim_result {
-	double sim_time_s;
+	double sim_time_s;      /* simulated, warm-up included */
+	double warmup_s;        /* not measured */
 	gmx_task_result_t tasks[GMX_MAX_TASKS];
 	uint32_t n_tasks;
 	uint64_t capacity_bytes, footprint_bytes;

@@ -1,5 +1,7 @@
 /* The engine: closed-loop timing, determinism, memory modes agreeing when
  * memory suffices, ideal between um and inmem, invariants, exclusive runs. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim_testutil.h"
@@ -38,6 +40,53 @@ static void closed_loop_unit_time_is_think_launch_and_run(void **state)
 	assert_int_equal(r.tasks[0].units, (uint64_t)(2.0 / unit));
 	assert_true(r.tasks[0].lat_p50_s > 157.9e-6 && r.tasks[0].lat_p50_s < 158.1e-6);
 	gmx_workload_free(&w);
+}
+
+/* A run with a warm-up W measures exactly what a run of W + D adds to a run of
+ * W: the warm-up changes what is reported, never what is simulated. */
+static void warmup_reports_the_window_after_it(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
+	tu_sweep(&b, "b", 48ull << 20, 12, 8ull << 20, 300000, 5000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	const gmx_mem_mode_t modes[3] = {GMX_MEM_UM, GMX_MEM_IDEAL, GMX_MEM_MSCHED};
+	const int64_t warm = 700000000LL, dur = 1300000000LL;
+	char err[256];
+	for (int m = 0; m < 3; m++) {
+		gmx_sim_result_t *r = calloc(3, sizeof(*r));
+		assert_non_null(r);
+		gmx_sim_config_t c = base_config(t, 2, "timeline", modes[m], 80ull << 20);
+		c.sched.slice_ns = 50000000;
+		c.duration_ns = warm;
+		assert_int_equal(gmx_sim_run(&c, &r[0], err, sizeof(err)), 0);
+		c.duration_ns = warm + dur;
+		assert_int_equal(gmx_sim_run(&c, &r[1], err, sizeof(err)), 0);
+		c.duration_ns = dur;
+		c.warmup_ns = warm;
+		assert_int_equal(gmx_sim_run(&c, &r[2], err, sizeof(err)), 0);
+		const gmx_sim_result_t *w = &r[2];
+		assert_true(w->warmup_s == 0.7);
+		assert_true(w->sim_time_s == r[1].sim_time_s);
+		assert_true(w->h2d_bytes > 0);
+		assert_int_equal(w->h2d_bytes, r[1].h2d_bytes - r[0].h2d_bytes);
+		assert_int_equal(w->d2h_bytes, r[1].d2h_bytes - r[0].d2h_bytes);
+		assert_int_equal(w->faults, r[1].faults - r[0].faults);
+		assert_int_equal(w->kernels, r[1].kernels - r[0].kernels);
+		assert_int_equal(w->msched.switches, r[1].msched.switches - r[0].msched.switches);
+		for (int i = 0; i < 2; i++) {
+			assert_true(w->tasks[i].units > 0);
+			assert_int_equal(w->tasks[i].units, r[1].tasks[i].units - r[0].tasks[i].units);
+			double progress = r[1].tasks[i].progress - r[0].tasks[i].progress;
+			assert_true(fabs(w->tasks[i].progress - progress) < 1e-9);
+			assert_true(fabs(w->tasks[i].active_s - 1.3) < 1e-9);
+			assert_true(fabs(w->tasks[i].throughput_per_s - progress / 1.3) < 1e-9);
+		}
+		free(r);
+	}
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
 }
 
 static void same_seed_same_result(void **state)
@@ -177,6 +226,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(closed_loop_unit_time_is_think_launch_and_run),
 		cmocka_unit_test(same_seed_same_result),
+		cmocka_unit_test(warmup_reports_the_window_after_it),
 		cmocka_unit_test(modes_agree_when_memory_suffices),
 		cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
 		cmocka_unit_test(exclusive_runs_each_task_alone),

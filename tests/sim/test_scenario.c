@@ -52,6 +52,36 @@ static void unknown_scenario_key(void **state)
 	expect_error("[scenario]\nname = x\ndurration_s = 3\n", 3, "unknown key 'durration_s'");
 }
 
+static void bad_warmup(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\nname = x\nwarmup_s = -2\n", 3, "warmup_s '-2' is not a number of seconds");
+	expect_error("[scenario]\nwarmup_s = soon\n", 2, "warmup_s 'soon'");
+}
+
+static void warmup_is_read_and_defaults_to_zero(void **state)
+{
+	(void)state;
+	const char *texts[2] = {"[scenario]\nwarmup_s = 1.5\n[task a]\nworkload = vector-add\nfootprint = 12000000\n",
+				"[scenario]\n[task a]\nworkload = vector-add\nfootprint = 12000000\n"};
+	const int64_t want[2] = {1500000000LL, 0};
+	for (int i = 0; i < 2; i++) {
+		strcpy(path, "/tmp/gmx-scenario-XXXXXX.ini");
+		int fd = mkstemps(path, 4);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, texts[i], strlen(texts[i])), (ssize_t)strlen(texts[i]));
+		close(fd);
+		gmx_scenario_t sc;
+		char err[512];
+		int rc = gmx_scenario_load(path, &sc, err, sizeof(err));
+		unlink(path);
+		if (rc)
+			fail_msg("%s", err);
+		assert_int_equal(sc.warmup_ns, want[i]);
+		gmx_scenario_free(&sc);
+	}
+}
+
 static void unknown_section(void **state)
 {
 	(void)state;
@@ -118,6 +148,7 @@ int main(void)
 		cmocka_unit_test(unknown_generator),      cmocka_unit_test(bad_generator_parameter),
 		cmocka_unit_test(missing_workload),       cmocka_unit_test(missing_file),
 		cmocka_unit_test(missing_workload_file),
+		cmocka_unit_test(bad_warmup),             cmocka_unit_test(warmup_is_read_and_defaults_to_zero),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
