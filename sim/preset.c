@@ -28,11 +28,11 @@
 /* The paper gives no split between per-batch and per-fault work (brief:
  * "what we could not find"). A batch of 256 entries costs more than a batch
  * of one: each entry is looked up, its VA block locked and its pages mapped.
- * Fitted, not measured: 180 ns per entry minimises the summed log error of
+ * Fitted, not measured: 150 ns per entry minimises the summed log error of
  * the three aggregate figures the paper measured under unified memory (mixes
  * A-C 6.19%, mix D 1.29% of in-memory throughput, the microbenchmark's 16.2x
- * collapse); see docs/simulator.md. */
-#define FAULT_ENTRY_NS 180
+ * collapse), each measured in steady state; see docs/simulator.md. */
+#define FAULT_ENTRY_NS 150
 /* Context and driver reservation (~200 KB per SM of context state [P] plus the
  * driver's own pools); a round 0.5 GiB. */
 #define RESERVED_BYTES (GiB / 2)
