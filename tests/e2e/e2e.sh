@@ -16,6 +16,7 @@ cleanup() {
     [ -n "$DPID" ] && kill "$DPID" 2>/dev/null
     for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
     wait 2>/dev/null
+    [ -n "${S:-}" ] && rm -rf "$S"
 }
 trap cleanup EXIT
 
@@ -299,6 +300,14 @@ restart)
 refused)
     # Only root (and the daemon's user) may use this daemon; uid 65534 is refused with a
     # clear error while an allowed client runs normally.
+    # uid 65534 must reach gpumux, the interposer and the socket, and a checkout may sit below
+    # a directory it cannot enter (a mode-700 home or mktemp directory): run from a staging
+    # directory it can, and copy the logs back for the post-mortem.
+    S=$(mktemp -d "${TMPDIR:-/tmp}/gpumux-e2e-refused.XXXXXX") || { fail "mktemp"; exit 1; }
+    chmod 755 "$S" && mkdir "$S/shim" && cp "$G" "$S/gpumux" && cp "$B/shim/libcuda.so.1" "$S/shim/" &&
+        cp "$CLIENT" "$S/e2e_client" || { fail "cannot stage binaries in $S"; rm -rf "$S"; exit 1; }
+    RUN=$R R=$S G=$S/gpumux CLIENT=$S/e2e_client
+    export GPUMUX_RUNTIME_DIR=$R GPUMUX_STANDIN_DIR=$R GPUMUX_STANDIN_LOG=$R/standin.log
     start_daemon "allow_users = root"
     client ok 5 -- --kernels ok:200 --count 100 --sync-every 8
     chmod 1777 "$R"
@@ -312,6 +321,10 @@ refused)
     grep -q "refused a connection: uid 65534" "$R/daemon.log" || fail "the daemon did not log the refusal"
     wait $PID_ok
     check_order ok
+    stop_daemon
+    cp "$R"/*.log "$R"/*.out "$R"/*.run "$R"/*.err "$RUN"/ 2>/dev/null
+    rm -rf "$S"
+    S= R=$RUN
     ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is
