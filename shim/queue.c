@@ -20,11 +20,14 @@
  * memset; the number of those not yet complete is bounded (GPUMUX_SHIM_INFLIGHT) so that a
  * held process stops within a few kernels.
  *
- * Locking: one mutex (g.lock) guards every queue, the event table and the kernel cache. It is
- * held while the shim calls the driver to release or reap, never while it waits for a grant.
+ * Locking: one mutex (g.lock) guards every queue, the event table and the kernel identity
+ * cache (cmd.c, which also holds a command's parameter copy and its hand-over to the driver).
+ * It is held while the shim calls the driver to release or reap, never while it waits for a
+ * grant.
  */
 #define _GNU_SOURCE
 #include "queue.h"
+#include "cmd.h"
 #include "tunables.h"
 
 #include <errno.h>
@@ -37,7 +40,6 @@
 enum { SQ_LEGACY, SQ_BLOCKING, SQ_NONBLOCKING };
 
 typedef struct gmx_sq gmx_sq;
-typedef struct gmx_cmd gmx_cmd;
 
 typedef struct evinfo {
     struct evinfo *next;
@@ -46,34 +48,6 @@ typedef struct evinfo {
     gmx_sq *last_q;   /* queue and seq of the last queued record */
     uint64_t last_seq;
 } evinfo_t;
-
-typedef struct fninfo {
-    struct fninfo *next;
-    CUfunction f;
-    char *name;
-    int known;        /* the parameter layout is known */
-    size_t n, total;
-    size_t *off, *size;
-} fninfo_t;
-
-struct gmx_cmd {
-    gmx_cmd *next;
-    gmx_shim_req_t r;
-    gmx_shim_cmd_t info;
-    gmx_sq *q;
-    fninfo_t *fi;
-    unsigned char *buf; /* copies of parameter values / the extra buffer */
-    size_t bufcap;
-    void **pv;          /* parameter pointers into buf */
-    size_t pvcap;
-    void *extra[5];
-    CUlaunchConfig cfg;
-    CUlaunchAttribute *attrs;
-    size_t attrcap;
-    evinfo_t *evi;
-    gmx_sq *dep_q;      /* stream wait: release after this queue passes dep_seq */
-    uint64_t dep_seq;
-};
 
 struct gmx_sq {
     gmx_sq *next;
@@ -93,7 +67,6 @@ struct gmx_sq {
 };
 
 #define EV_BUCKETS 1024
-#define FN_BUCKETS 1024
 
 static struct {
     pthread_mutex_t lock;
@@ -108,7 +81,6 @@ static struct {
     unsigned gen;       /* bumped when a queue is freed: invalidates per-thread caches */
     int captures;
     evinfo_t *ev[EV_BUCKETS];
-    fninfo_t *fn[FN_BUCKETS];
     gmx_cmd *free_cmds;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .cv_work = PTHREAD_COND_INITIALIZER,
@@ -150,84 +122,13 @@ static void ensure_init(void)
     pthread_once(&g_init_once, init_once);
 }
 
-static size_t ptr_hash(const void *p, size_t n)
-{
-    uintptr_t x = (uintptr_t)p;
-    x ^= x >> 15;
-    x *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(x >> 32) & (n - 1);
-}
-
-/* ---- kernel identity: name and parameter layout, cached per CUfunction ---- */
-
-static fninfo_t *fn_lookup(CUfunction f, CUresult *err)
-{
-    size_t h = ptr_hash(f, FN_BUCKETS);
-    for (fninfo_t *fi = g.fn[h]; fi; fi = fi->next)
-        if (fi->f == f)
-            return fi;
-    __typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
-    __typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
-    const char *name = NULL;
-    *err = getname ? getname(&name, f) : CUDA_ERROR_NOT_SUPPORTED;
-    if (*err != CUDA_SUCCESS && *err != CUDA_ERROR_NOT_SUPPORTED)
-        return NULL; /* a bad handle: report it now, as the driver would */
-    fninfo_t *fi = calloc(1, sizeof *fi);
-    if (!fi) {
-        *err = CUDA_ERROR_OUT_OF_MEMORY;
-        return NULL;
-    }
-    fi->f = f;
-    fi->name = strdup(name ? name : "?");
-    fi->known = getparam != NULL;
-    for (size_t i = 0; fi->known; i++) {
-        size_t off, size;
-        CUresult r = getparam(f, i, &off, &size);
-        if (r == CUDA_ERROR_INVALID_VALUE)
-            break; /* past the last parameter */
-        if (r != CUDA_SUCCESS || i >= 4096) {
-            fi->known = 0;
-            break;
-        }
-        size_t *o = realloc(fi->off, (i + 1) * sizeof *o), *s = realloc(fi->size, (i + 1) * sizeof *s);
-        if (o)
-            fi->off = o;
-        if (s)
-            fi->size = s;
-        if (!o || !s) {
-            fi->known = 0;
-            break;
-        }
-        fi->off[i] = off;
-        fi->size[i] = size;
-        fi->n = i + 1;
-        if (off + size > fi->total)
-            fi->total = off + size;
-    }
-    if (fi->total > GMX_PARAM_BYTES_MAX)
-        fi->known = 0;
-    fi->next = g.fn[h];
-    g.fn[h] = fi;
-    *err = CUDA_SUCCESS;
-    return fi;
-}
+/* ---- kernel identity (cmd.c), guarded by the queue lock ---- */
 
 void gmx_shim_func_cache_clear(void)
 {
     pthread_mutex_lock(&g.lock);
-    for (size_t i = 0; i < FN_BUCKETS; i++) {
-        fninfo_t *fi = g.fn[i];
-        while (fi) {
-            fninfo_t *nx = fi->next;
-            /* Commands still queued point at their fninfo; the unload drained them first. */
-            free(fi->name);
-            free(fi->off);
-            free(fi->size);
-            free(fi);
-            fi = nx;
-        }
-        g.fn[i] = NULL;
-    }
+    /* Commands still queued point at their fninfo; the unload drained them first. */
+    gmx_shim__fn_clear();
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -235,7 +136,7 @@ void gmx_shim_func_cache_clear(void)
 
 static evinfo_t *ev_lookup(CUevent e, int create)
 {
-    size_t h = ptr_hash(e, EV_BUCKETS);
+    size_t h = gmx_shim__ptr_hash(e, EV_BUCKETS);
     for (evinfo_t *x = g.ev[h]; x; x = x->next)
         if (x->ev == e)
             return x;
@@ -252,7 +153,7 @@ static evinfo_t *ev_lookup(CUevent e, int create)
 
 static void ev_remove(CUevent e)
 {
-    size_t h = ptr_hash(e, EV_BUCKETS);
+    size_t h = gmx_shim__ptr_hash(e, EV_BUCKETS);
     for (evinfo_t **pp = &g.ev[h]; *pp; pp = &(*pp)->next)
         if ((*pp)->ev == e) {
             evinfo_t *x = *pp;
@@ -422,110 +323,6 @@ static void cmd_free(gmx_cmd *c)
     g.free_cmds = c;
 }
 
-static void log_cmd(const gmx_cmd *c, CUresult r)
-{
-    if (gmx_shim_log_fd < 0)
-        return;
-    static const char *const kinds[] = {"launch", "launch_ex", "launch_coop", "hostfn", "graph",
-                                        "copy", "memset", "event_record", "stream_wait"};
-    char params[1024] = "";
-    size_t p = 0;
-    if (c->fi && c->fi->known && c->buf) {
-        for (size_t i = 0; i < c->fi->n && p + 40 < sizeof params; i++) {
-            p += (size_t)snprintf(params + p, sizeof params - p, "%s%zu:%zu:", i ? "," : "",
-                                  c->fi->off[i], c->fi->size[i]);
-            for (size_t b = 0; b < c->fi->size[i] && b < 8 && p + 3 < sizeof params; b++)
-                p += (size_t)snprintf(params + p, sizeof params - p, "%02x",
-                                      c->buf[c->fi->off[i] + b]);
-        }
-    }
-    gmx_shim_log("release seq=%llu kind=%s stream=%#lx name=%s grid=%u,%u,%u block=%u,%u,%u "
-                 "shmem=%u params=[%s] bytes=%zu rc=%d",
-                 (unsigned long long)c->info.seq, kinds[c->info.kind],
-                 (unsigned long)c->info.stream, c->info.name ? c->info.name : "-",
-                 c->info.grid[0], c->info.grid[1], c->info.grid[2], c->info.block[0],
-                 c->info.block[1], c->info.block[2], c->info.shared_mem, params, c->info.bytes,
-                 (int)r);
-}
-
-/* Hands the command to the real driver (non-_ptsz entry points with explicit handles). */
-static CUresult call_driver(gmx_cmd *c)
-{
-    gmx_shim_req_t *r = &c->r;
-    CUstream s = c->q->real;
-    void **params = c->fi && c->fi->known && r->params ? c->pv : NULL;
-    void **extra = r->extra ? c->extra : NULL;
-    switch (c->info.kind) {
-    case GMX_CMD_LAUNCH: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchKernel);
-        return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
-                  r->block[2], r->shmem, s, params, extra);
-    }
-    case GMX_CMD_LAUNCH_COOP: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchCooperativeKernel);
-        return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
-                  r->block[2], r->shmem, s, params);
-    }
-    case GMX_CMD_LAUNCH_EX: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchKernelEx);
-        c->cfg.hStream = s;
-        return fn(&c->cfg, r->f, params, extra);
-    }
-    case GMX_CMD_HOSTFN: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchHostFunc);
-        return fn(s, r->fn, r->user);
-    }
-    case GMX_CMD_GRAPH: {
-        GMX_REAL_OR_RETURN(fn, cuGraphLaunch);
-        return fn(r->gexec, s);
-    }
-    case GMX_CMD_COPY:
-        switch (r->copy_kind) {
-        case 1: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyHtoDAsync_v2);
-            return fn(r->dst, r->hsrc, r->n, s);
-        }
-        case 2: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyDtoHAsync_v2);
-            return fn(r->hdst, r->src, r->n, s);
-        }
-        case 3: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyDtoDAsync_v2);
-            return fn(r->dst, r->src, r->n, s);
-        }
-        default: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyAsync);
-            return fn(r->dst, r->src, r->n, s);
-        }
-        }
-    case GMX_CMD_MEMSET:
-        if (r->width == 1) {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD8Async);
-            return fn(r->dst, (unsigned char)r->value, r->n, s);
-        } else if (r->width == 2) {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD16Async);
-            return fn(r->dst, (unsigned short)r->value, r->n, s);
-        } else {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD32Async);
-            return fn(r->dst, r->value, r->n, s);
-        }
-    case GMX_CMD_EVENT_RECORD:
-        if (r->with_flags) {
-            GMX_REAL_OR_RETURN(fn, cuEventRecordWithFlags);
-            return fn(r->ev, s, r->flags);
-        } else {
-            GMX_REAL_OR_RETURN(fn, cuEventRecord);
-            return fn(r->ev, s);
-        }
-    case GMX_CMD_STREAM_WAIT: {
-        GMX_REAL_OR_RETURN(fn, cuStreamWaitEvent);
-        return fn(s, r->ev, r->flags);
-    }
-    default:
-        return CUDA_ERROR_UNKNOWN;
-    }
-}
-
 /* Releases the head of q (which can_release approved). Lock held. */
 static void release_head(gmx_sq *q)
 {
@@ -535,7 +332,7 @@ static void release_head(gmx_sq *q)
         if (set && set(q->ctx) == CUDA_SUCCESS)
             tl_disp_ctx = q->ctx;
     }
-    CUresult r = call_driver(c);
+    CUresult r = gmx_shim__cmd_call_driver(c, q->real);
     q->head = c->next;
     if (!q->head)
         q->tail = NULL;
@@ -570,7 +367,7 @@ static void release_head(gmx_sq *q)
      * policy that counts released work (the daemon) must not wait for it forever. */
     if (!tracked && gmx_shim_policy->completed)
         gmx_shim_policy->completed(gmx_shim_policy->self, c->info.seq);
-    log_cmd(c, r);
+    gmx_shim__cmd_log(c, r);
     cmd_free(c);
 }
 
@@ -749,68 +546,6 @@ static gmx_cmd *cmd_alloc(void)
     return calloc(1, sizeof *c);
 }
 
-static int reserve(void **p, size_t *cap, size_t n, size_t elem)
-{
-    if (*cap >= n)
-        return 0;
-    void *np = realloc(*p, n * elem);
-    if (!np)
-        return -1;
-    *p = np;
-    *cap = n;
-    return 0;
-}
-
-/* Copies the launch's parameter values (they live on the caller's stack). 0, or -1 when the
- * layout is unknown and the launch must go to the driver directly. */
-static int copy_params(gmx_cmd *c, void **params, void **extra)
-{
-    fninfo_t *fi = c->fi;
-    if (params) {
-        if (!fi->known)
-            return -1;
-        if (reserve((void **)&c->buf, &c->bufcap, fi->total ? fi->total : 1, 1) ||
-            reserve((void **)&c->pv, &c->pvcap, fi->n ? fi->n : 1, sizeof(void *)))
-            return -1;
-        for (size_t i = 0; i < fi->n; i++) {
-            memcpy(c->buf + fi->off[i], params[i], fi->size[i]);
-            c->pv[i] = c->buf + fi->off[i];
-        }
-        c->info.nparams = fi->n;
-        c->info.param_offset = fi->off;
-        c->info.param_size = fi->size;
-        c->info.param_data = c->buf;
-        return 0;
-    }
-    if (extra) {
-        void *ptr = NULL;
-        size_t size = 0;
-        int have_size = 0;
-        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-                ptr = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-                size = *(size_t *)extra[i + 1];
-                have_size = 1;
-            } else
-                return -1; /* an option the shim does not know how to copy */
-        }
-        if (!ptr || !have_size || size > GMX_PARAM_BYTES_MAX ||
-            reserve((void **)&c->buf, &c->bufcap, size ? size : 1, 1))
-            return -1;
-        memcpy(c->buf, ptr, size);
-        c->info.bytes = size;
-        c->r.n = size;
-        c->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
-        c->extra[1] = c->buf;
-        c->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
-        c->extra[3] = &c->r.n;
-        c->extra[4] = CU_LAUNCH_PARAM_END;
-        c->info.param_data = c->buf;
-    }
-    return 0;
-}
-
 /* Nonzero if host memory at p is page-locked or managed, so the copy may be deferred. */
 static int host_deferrable(const void *p)
 {
@@ -851,7 +586,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
     if (req->kind == GMX_CMD_LAUNCH || req->kind == GMX_CMD_LAUNCH_COOP ||
         req->kind == GMX_CMD_LAUNCH_EX) {
         CUresult err = CUDA_SUCCESS;
-        c->fi = fn_lookup(req->f, &err);
+        c->fi = gmx_shim__fn_lookup(req->f, &err);
         if (!c->fi) {
             cmd_free(c);
             pthread_mutex_unlock(&g.lock);
@@ -860,7 +595,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
         if (req->kind == GMX_CMD_LAUNCH_EX) {
             c->cfg = *req->cfg;
             if (c->cfg.numAttrs) {
-                if (reserve((void **)&c->attrs, &c->attrcap, c->cfg.numAttrs, sizeof *c->attrs)) {
+                if (gmx_shim__reserve((void **)&c->attrs, &c->attrcap, c->cfg.numAttrs, sizeof *c->attrs)) {
                     cmd_free(c);
                     pthread_mutex_unlock(&g.lock);
                     return GMX_SHIM_DIRECT;
@@ -876,7 +611,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
             c->r.block[2] = c->cfg.blockDimZ;
             c->r.shmem = c->cfg.sharedMemBytes;
         }
-        if (copy_params(c, req->params, req->extra) != 0) {
+        if (gmx_shim__cmd_copy_params(c, req->params, req->extra) != 0) {
             cmd_free(c);
             pthread_mutex_unlock(&g.lock);
             return GMX_SHIM_DIRECT;
@@ -1150,7 +885,7 @@ void gmx_shim_queue_atfork_child(void)
     g.free_cmds = NULL;
     g.gen++;
     memset(g.ev, 0, sizeof g.ev);
-    memset(g.fn, 0, sizeof g.fn);
+    gmx_shim__fn_abandon();
     tl_last_q = NULL;
     tl_disp_ctx = NULL;
 }
