@@ -21,408 +21,416 @@
 
 int64_t gmxd__dev_now(void *ctx)
 {
-    (void)ctx;
-    return gmxd__now_ns();
+	(void)ctx;
+	return gmxd__now_ns();
 }
 
 void gmxd__dev_set_timer(void *ctx, int64_t at)
 {
-    (void)ctx;
-    SRV.timer_at = at;
-    struct itimerspec it = {0};
-    if (at <= 0)
-        at = 1; /* "now": an absolute time in the past fires at once */
-    it.it_value.tv_sec = at / 1000000000LL;
-    it.it_value.tv_nsec = at % 1000000000LL;
-    if (timerfd_settime(SRV.tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
-        gmxd_log("timerfd_settime: %s", strerror(errno));
+	(void)ctx;
+	SRV.timer_at = at;
+	struct itimerspec it = {0};
+	if (at <= 0)
+		at = 1; /* "now": an absolute time in the past fires at once */
+	it.it_value.tv_sec = at / 1000000000LL;
+	it.it_value.tv_nsec = at % 1000000000LL;
+	if (timerfd_settime(SRV.tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
+		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
 
 void gmxd__cut(client_t *c, const char *why)
 {
-    if (c->cut || c->dead)
-        return;
-    c->cut = 1;
-    snprintf(c->cut_reason, sizeof c->cut_reason, "%s", why);
+	if (c->cut || c->dead)
+		return;
+	c->cut = 1;
+	snprintf(c->cut_reason, sizeof c->cut_reason, "%s", why);
 }
 
 /* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
 void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
 {
-    if (c->dead || c->cut)
-        return;
-    int w = 0;
-    if (gmx_ring_push(&c->region->down, e, &w) != 0) {
-        gmxd__cut(c, "its grant ring is full (it stopped reading)");
-        return;
-    }
-    if (w) {
-        uint64_t one = 1;
-        if (write(c->efd_down, &one, sizeof one) < 0 && errno != EAGAIN)
-            gmxd_log("client %u: eventfd write: %s", c->id, strerror(errno));
-    }
+	if (c->dead || c->cut)
+		return;
+	int w = 0;
+	if (gmx_ring_push(&c->region->down, e, &w) != 0) {
+		gmxd__cut(c, "its grant ring is full (it stopped reading)");
+		return;
+	}
+	if (w) {
+		uint64_t one = 1;
+		if (write(c->efd_down, &one, sizeof one) < 0 && errno != EAGAIN)
+			gmxd_log("client %u: eventfd write: %s", c->id, strerror(errno));
+	}
 }
 
 /* Sends now, or after the outstanding evictions when there are any (keeps ring order). */
 void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e)
 {
-    if (SRV.evicts_outstanding == 0 && !SRV.act_head) {
-        gmxd__push_down(c, e);
-        return;
-    }
-    action_t *a = malloc(sizeof *a);
-    if (!a) {
-        gmxd__cut(c, "out of memory queueing its grant");
-        return;
-    }
-    *a = (action_t){NULL, c->task, c->id, *e};
-    if (SRV.act_tail)
-        SRV.act_tail->next = a;
-    else
-        SRV.act_head = a;
-    SRV.act_tail = a;
+	if (SRV.evicts_outstanding == 0 && !SRV.act_head) {
+		gmxd__push_down(c, e);
+		return;
+	}
+	action_t *a = malloc(sizeof *a);
+	if (!a) {
+		gmxd__cut(c, "out of memory queueing its grant");
+		return;
+	}
+	*a = (action_t){NULL, c->task, c->id, *e};
+	if (SRV.act_tail)
+		SRV.act_tail->next = a;
+	else
+		SRV.act_head = a;
+	SRV.act_tail = a;
 }
 
 void gmxd__flush_actions(void)
 {
-    while (SRV.evicts_outstanding == 0 && SRV.act_head) {
-        action_t *a = SRV.act_head;
-        SRV.act_head = a->next;
-        if (!SRV.act_head)
-            SRV.act_tail = NULL;
-        client_t *c = &SRV.cl[a->task];
-        if (c->used && c->id == a->client_id)
-            gmxd__push_down(c, &a->e);
-        free(a);
-    }
+	while (SRV.evicts_outstanding == 0 && SRV.act_head) {
+		action_t *a = SRV.act_head;
+		SRV.act_head = a->next;
+		if (!SRV.act_head)
+			SRV.act_tail = NULL;
+		client_t *c = &SRV.cl[a->task];
+		if (c->used && c->id == a->client_id)
+			gmxd__push_down(c, &a->e);
+		free(a);
+	}
 }
 
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 {
-    (void)ctx;
-    dcmd_t *d = (dcmd_t *)cmd;
-    client_t *c = d->cl;
-    if (d->state == D_ORPHAN || c->dead || c->cut) {
-        d->state = D_ORPHAN;
-        d->dnext = SRV.deferred; /* completes at once, after this policy call */
-        SRV.deferred = d;
-        return 0;
-    }
-    int64_t now = gmxd__now_ns();
-    d->state = D_GRANTED;
-    c->queued--;
-    if (c->inflight++ == 0)
-        c->last_progress = now;
-    c->grants++;
-    SRV.total_grants++;
-    c->last_grant_ns = now;
-    uint32_t lat = (uint32_t)(now - d->notice_ns > 0xffffffffLL ? 0xffffffffLL : now - d->notice_ns);
-    c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
-    if (c->priority <= 2)
-        SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
-    if (GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
-        gmxd__plan_memory(c, d);
-    gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
-    gmxd__send_action(c, &e);
-    return 0;
+	(void)ctx;
+	dcmd_t *d = (dcmd_t *)cmd;
+	client_t *c = d->cl;
+	if (d->state == D_ORPHAN || c->dead || c->cut) {
+		d->state = D_ORPHAN;
+		d->dnext = SRV.deferred; /* completes at once, after this policy call */
+		SRV.deferred = d;
+		return 0;
+	}
+	int64_t now = gmxd__now_ns();
+	d->state = D_GRANTED;
+	c->queued--;
+	if (c->inflight++ == 0)
+		c->last_progress = now;
+	c->grants++;
+	SRV.total_grants++;
+	c->last_grant_ns = now;
+	uint32_t lat = (uint32_t)(now - d->notice_ns > 0xffffffffLL ? 0xffffffffLL : now - d->notice_ns);
+	c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
+	if (c->priority <= 2)
+		SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
+	if (GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
+		gmxd__plan_memory(c, d);
+	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
+	gmxd__send_action(c, &e);
+	return 0;
 }
 
 /* Orders from a policy that plans memory itself: buffer = the task's allocation index. */
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 {
-    (void)ctx;
-    if (m->task >= GMX_MAX_TASKS || !SRV.cl[m->task].used)
-        return -ENOENT;
-    client_t *c = &SRV.cl[m->task];
-    if (m->buffer >= (uint32_t)c->nallocs)
-        return -ENOENT;
-    dalloc_t *a = &c->allocs[m->buffer];
-    uint64_t off = m->offset < a->size ? m->offset : a->size;
-    uint64_t len = m->length < a->size - off ? m->length : a->size - off;
-    gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = m->to_device ? 1 : 0,
-                          .seq = ++SRV.tokens, .x = a->ptr + off, .y = len};
-    gmxd__send_action(c, &e);
-    return 0;
+	(void)ctx;
+	if (m->task >= GMX_MAX_TASKS || !SRV.cl[m->task].used)
+		return -ENOENT;
+	client_t *c = &SRV.cl[m->task];
+	if (m->buffer >= (uint32_t)c->nallocs)
+		return -ENOENT;
+	dalloc_t *a = &c->allocs[m->buffer];
+	uint64_t off = m->offset < a->size ? m->offset : a->size;
+	uint64_t len = m->length < a->size - off ? m->length : a->size - off;
+	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE,
+			      .a = m->to_device ? 1 : 0,
+			      .seq = ++SRV.tokens,
+			      .x = a->ptr + off,
+			      .y = len};
+	gmxd__send_action(c, &e);
+	return 0;
 }
 
 /* Frees a dead client's slot once the policy holds none of its commands. */
 static void maybe_free_slot(client_t *c)
 {
-    if (!c->dead || c->refs > 0)
-        return;
-    free(c->allocs);
-    memset(c, 0, sizeof *c);
+	if (!c->dead || c->refs > 0)
+		return;
+	free(c->allocs);
+	memset(c, 0, sizeof *c);
 }
 
 static void dcmd_free(dcmd_t *d)
 {
-    free(d->ranges);
-    free(d);
+	free(d->ranges);
+	free(d);
 }
 
 /* Completes what was deferred during policy calls. */
 void gmxd__run_deferred(void)
 {
-    while (SRV.deferred) {
-        dcmd_t *d = SRV.deferred;
-        SRV.deferred = d->dnext;
-        client_t *c = d->cl;
-        SRV.ops->on_complete(SRV.pol, &d->c);
-        dcmd_free(d);
-        c->refs--;
-        maybe_free_slot(c);
-    }
+	while (SRV.deferred) {
+		dcmd_t *d = SRV.deferred;
+		SRV.deferred = d->dnext;
+		client_t *c = d->cl;
+		SRV.ops->on_complete(SRV.pol, &d->c);
+		dcmd_free(d);
+		c->refs--;
+		maybe_free_slot(c);
+	}
 }
 
 /* ---- clients ---- */
 
 static void hash_put(client_t *c, dcmd_t *d)
 {
-    size_t h = (size_t)(d->cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
-    d->hnext = c->hash[h];
-    c->hash[h] = d;
+	size_t h = (size_t)(d->cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
+	d->hnext = c->hash[h];
+	c->hash[h] = d;
 }
 
 static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove)
 {
-    size_t h = (size_t)(cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
-    for (dcmd_t **pp = &c->hash[h]; *pp; pp = &(*pp)->hnext)
-        if ((*pp)->cseq == cseq) {
-            dcmd_t *d = *pp;
-            if (remove)
-                *pp = d->hnext;
-            return d;
-        }
-    return NULL;
+	size_t h = (size_t)(cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
+	for (dcmd_t **pp = &c->hash[h]; *pp; pp = &(*pp)->hnext)
+		if ((*pp)->cseq == cseq) {
+			dcmd_t *d = *pp;
+			if (remove)
+				*pp = d->hnext;
+			return d;
+		}
+	return NULL;
 }
 
 /* Ends a client: everything it held is released now (in-flight commands complete for the
  * policy, queued ones complete when the policy hands them out, memory is forgotten). */
 void gmxd__drop_client(client_t *c, const char *why)
 {
-    if (c->dead)
-        return;
-    gmxd_log("client %u (pid %d, %s): %s; releasing %u in flight, %u queued, %llu bytes", c->id,
-             (int)c->pid, c->name, why, c->inflight, c->queued,
-             (unsigned long long)c->alloc_bytes);
-    c->dead = 1;
-    gmxd__ep_del(c->fd);
-    gmxd__ep_del(c->efd_up);
-    close(c->fd);
-    close(c->efd_up);
-    close(c->efd_down);
-    munmap(c->region, sizeof(gmx_shm_region_t));
-    SRV.evicts_outstanding -= c->evicts;
-    c->evicts = 0;
-    gmxd_mem_drop(SRV.mem, c->task);
-    c->nr = 0;
-    for (int i = 0; i < HASH; i++) {
-        for (dcmd_t *d = c->hash[i], *nx; d; d = nx) {
-            nx = d->hnext;
-            if (d->state == D_GRANTED) {
-                d->state = D_ORPHAN;
-                d->dnext = SRV.deferred;
-                SRV.deferred = d;
-            } else {
-                d->state = D_ORPHAN; /* still in the policy's queue */
-            }
-        }
-        c->hash[i] = NULL;
-    }
-    c->inflight = c->queued = 0;
-    /* gmxd__run_deferred() may free the slot (and zero *c) once its last command
-     * completes: keep the task's index for the policy and its name for the profile store. */
-    uint32_t task = c->task;
-    char name[GMX_NAME_MAX];
-    memcpy(name, c->name, sizeof name);
-    SRV.in_policy = 1;
-    gmxd__run_deferred();
-    SRV.ops->task_done(SRV.pol, task);
-    gmxd__run_deferred();
-    SRV.in_policy = 0;
-    gmxd__flush_actions();
-    /* A task's profile is saved when the last client of its name leaves (and at shutdown),
-     * so a daemon that is killed later loses nothing that task taught it. */
-    int same_name = 0;
-    for (int t = 0; t < GMX_MAX_TASKS; t++)
-        same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
-    for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
-        if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
-            gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
-    maybe_free_slot(c);
+	if (c->dead)
+		return;
+	gmxd_log("client %u (pid %d, %s): %s; releasing %u in flight, %u queued, %llu bytes", c->id,
+		 (int)c->pid, c->name, why, c->inflight, c->queued, (unsigned long long)c->alloc_bytes);
+	c->dead = 1;
+	gmxd__ep_del(c->fd);
+	gmxd__ep_del(c->efd_up);
+	close(c->fd);
+	close(c->efd_up);
+	close(c->efd_down);
+	munmap(c->region, sizeof(gmx_shm_region_t));
+	SRV.evicts_outstanding -= c->evicts;
+	c->evicts = 0;
+	gmxd_mem_drop(SRV.mem, c->task);
+	c->nr = 0;
+	for (int i = 0; i < HASH; i++) {
+		for (dcmd_t *d = c->hash[i], *nx; d; d = nx) {
+			nx = d->hnext;
+			if (d->state == D_GRANTED) {
+				d->state = D_ORPHAN;
+				d->dnext = SRV.deferred;
+				SRV.deferred = d;
+			} else {
+				d->state = D_ORPHAN; /* still in the policy's queue */
+			}
+		}
+		c->hash[i] = NULL;
+	}
+	c->inflight = c->queued = 0;
+	/* gmxd__run_deferred() may free the slot (and zero *c) once its last command
+	 * completes: keep the task's index for the policy and its name for the profile store. */
+	uint32_t task = c->task;
+	char name[GMX_NAME_MAX];
+	memcpy(name, c->name, sizeof name);
+	SRV.in_policy = 1;
+	gmxd__run_deferred();
+	SRV.ops->task_done(SRV.pol, task);
+	gmxd__run_deferred();
+	SRV.in_policy = 0;
+	gmxd__flush_actions();
+	/* A task's profile is saved when the last client of its name leaves (and at shutdown),
+	 * so a daemon that is killed later loses nothing that task taught it. */
+	int same_name = 0;
+	for (int t = 0; t < GMX_MAX_TASKS; t++)
+		same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
+	for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
+		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
+			gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
+	maybe_free_slot(c);
 }
 
 static void protocol_error(client_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void protocol_error(client_t *c, const char *fmt, ...)
 {
-    char why[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    SRV.protocol_errors++;
-    gmxd__cut(c, why);
+	char why[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	SRV.protocol_errors++;
+	gmxd__cut(c, why);
 }
 
 static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 {
-    switch (e->type) {
-    case GMX_UP_NOTICE: {
-        if (hash_take(c, e->seq, 0)) {
-            protocol_error(c, "malformed message: a second notice for seq %llu",
-                           (unsigned long long)e->seq);
-            return;
-        }
-        if (e->a >= GMX_CMD_KIND_COUNT_PROTO) {
-            protocol_error(c, "malformed message: command kind %u", e->a);
-            return;
-        }
-        if (c->nr && c->rseq != e->seq) {
-            protocol_error(c, "malformed message: predicted ranges of seq %llu, then the notice "
-                              "of seq %llu", (unsigned long long)c->rseq,
-                           (unsigned long long)e->seq);
-            return;
-        }
-        dcmd_t *d = calloc(1, sizeof *d);
-        if (d && c->nr) {
-            d->ranges = malloc(c->nr * sizeof *d->ranges);
-            if (d->ranges) {
-                memcpy(d->ranges, c->rbuf, c->nr * sizeof *d->ranges);
-                d->nranges = c->nr;
-            }
-        }
-        c->nr = 0;
-        if (!d) {
-            gmxd__cut(c, "out of memory for its notice");
-            return;
-        }
-        d->cseq = e->seq;
-        d->kind = e->a;
-        d->cl = c;
-        d->state = D_QUEUED;
-        d->notice_ns = gmxd__now_ns();
-        d->c.seq = ++SRV.seq;
-        d->c.task = c->task;
-        d->c.stream = 0;
-        d->c.kind = e->a == GMX_PROTO_KIND_COPY ? GMX_OP_COPY_H2D
-                    : e->a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET : GMX_OP_KERNEL;
-        d->c.kernel_id = e->x;
-        hash_put(c, d);
-        c->refs++;
-        c->queued++;
-        c->notices++;
-        SRV.ops->on_launch(SRV.pol, &d->c);
-        return;
-    }
-    case GMX_UP_COMPLETE: {
-        dcmd_t *d = hash_take(c, e->seq, 0);
-        if (!d || d->state != D_GRANTED) {
-            protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
-                           (unsigned long long)e->seq);
-            return;
-        }
-        hash_take(c, e->seq, 1);
-        c->inflight--;
-        c->completions++;
-        c->last_progress = gmxd__now_ns();
-        SRV.ops->on_complete(SRV.pol, &d->c);
-        c->refs--;
-        dcmd_free(d);
-        return;
-    }
-    case GMX_UP_ALLOC:
-        if (c->nallocs >= GMXD_ALLOCS_PER_CLIENT || e->y == 0) {
-            protocol_error(c, "malformed message: allocation %d of %llu bytes", c->nallocs,
-                           (unsigned long long)e->y);
-            return;
-        }
-        if (!c->allocs) {
-            c->allocs = calloc(GMXD_ALLOCS_PER_CLIENT, sizeof *c->allocs);
-            if (!c->allocs) {
-                gmxd__cut(c, "out of memory for its allocations");
-                return;
-            }
-        }
-        if (gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y) != 0) {
-            protocol_error(c, "malformed message: allocation %#llx of %llu bytes overlaps another",
-                           (unsigned long long)e->x, (unsigned long long)e->y);
-            return;
-        }
-        c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y};
-        c->alloc_bytes += e->y;
-        return;
-    case GMX_UP_FREE:
-        for (int i = 0; i < c->nallocs; i++)
-            if (c->allocs[i].ptr == e->x) {
-                c->alloc_bytes -= c->allocs[i].size;
-                gmxd_mem_free(SRV.mem, c->task, e->x);
-                /* Keep indices stable for policies that name buffers by index. */
-                memmove(&c->allocs[i], &c->allocs[i + 1],
-                        (size_t)(c->nallocs - i - 1) * sizeof *c->allocs);
-                c->nallocs--;
-                return;
-            }
-        protocol_error(c, "malformed message: free of unknown address %#llx",
-                       (unsigned long long)e->x);
-        return;
-    case GMX_UP_MIG_DONE:
-        if (e->a == 0 && c->evicts > 0) {
-            c->evicts--;
-            SRV.evicts_outstanding--;
-            c->last_progress = gmxd__now_ns();
-        }
-        return;
-    case GMX_UP_HOST_WAIT:
-        SRV.host_waits++;
-        if (SRV.ops->on_host_wait)
-            SRV.ops->on_host_wait(SRV.pol, c->task);
-        return;
-    case GMX_UP_RANGE:
-        if (c->nr && c->rseq != e->seq) {
-            protocol_error(c, "malformed message: predicted ranges of seq %llu, then of seq %llu "
-                              "without its notice", (unsigned long long)c->rseq,
-                           (unsigned long long)e->seq);
-            return;
-        }
-        if (c->nr >= GMX_RANGES_MAX || e->y == 0 || e->x + e->y < e->x) {
-            protocol_error(c, "malformed message: predicted range %u of seq %llu (%#llx, %llu "
-                              "bytes)", c->nr, (unsigned long long)e->seq,
-                           (unsigned long long)e->x, (unsigned long long)e->y);
-            return;
-        }
-        c->rseq = e->seq;
-        c->rbuf[c->nr++] = (gmx_tpl_range_t){e->x, e->y};
-        return;
-    default:
-        protocol_error(c, "malformed message: ring entry type %u", e->type);
-    }
+	switch (e->type) {
+	case GMX_UP_NOTICE: {
+		if (hash_take(c, e->seq, 0)) {
+			protocol_error(c, "malformed message: a second notice for seq %llu",
+				       (unsigned long long)e->seq);
+			return;
+		}
+		if (e->a >= GMX_CMD_KIND_COUNT_PROTO) {
+			protocol_error(c, "malformed message: command kind %u", e->a);
+			return;
+		}
+		if (c->nr && c->rseq != e->seq) {
+			protocol_error(c,
+				       "malformed message: predicted ranges of seq %llu, then the notice "
+				       "of seq %llu",
+				       (unsigned long long)c->rseq, (unsigned long long)e->seq);
+			return;
+		}
+		dcmd_t *d = calloc(1, sizeof *d);
+		if (d && c->nr) {
+			d->ranges = malloc(c->nr * sizeof *d->ranges);
+			if (d->ranges) {
+				memcpy(d->ranges, c->rbuf, c->nr * sizeof *d->ranges);
+				d->nranges = c->nr;
+			}
+		}
+		c->nr = 0;
+		if (!d) {
+			gmxd__cut(c, "out of memory for its notice");
+			return;
+		}
+		d->cseq = e->seq;
+		d->kind = e->a;
+		d->cl = c;
+		d->state = D_QUEUED;
+		d->notice_ns = gmxd__now_ns();
+		d->c.seq = ++SRV.seq;
+		d->c.task = c->task;
+		d->c.stream = 0;
+		d->c.kind = e->a == GMX_PROTO_KIND_COPY	    ? GMX_OP_COPY_H2D
+			    : e->a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET
+							    : GMX_OP_KERNEL;
+		d->c.kernel_id = e->x;
+		hash_put(c, d);
+		c->refs++;
+		c->queued++;
+		c->notices++;
+		SRV.ops->on_launch(SRV.pol, &d->c);
+		return;
+	}
+	case GMX_UP_COMPLETE: {
+		dcmd_t *d = hash_take(c, e->seq, 0);
+		if (!d || d->state != D_GRANTED) {
+			protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
+				       (unsigned long long)e->seq);
+			return;
+		}
+		hash_take(c, e->seq, 1);
+		c->inflight--;
+		c->completions++;
+		c->last_progress = gmxd__now_ns();
+		SRV.ops->on_complete(SRV.pol, &d->c);
+		c->refs--;
+		dcmd_free(d);
+		return;
+	}
+	case GMX_UP_ALLOC:
+		if (c->nallocs >= GMXD_ALLOCS_PER_CLIENT || e->y == 0) {
+			protocol_error(c, "malformed message: allocation %d of %llu bytes", c->nallocs,
+				       (unsigned long long)e->y);
+			return;
+		}
+		if (!c->allocs) {
+			c->allocs = calloc(GMXD_ALLOCS_PER_CLIENT, sizeof *c->allocs);
+			if (!c->allocs) {
+				gmxd__cut(c, "out of memory for its allocations");
+				return;
+			}
+		}
+		if (gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y) != 0) {
+			protocol_error(c,
+				       "malformed message: allocation %#llx of %llu bytes overlaps another",
+				       (unsigned long long)e->x, (unsigned long long)e->y);
+			return;
+		}
+		c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y};
+		c->alloc_bytes += e->y;
+		return;
+	case GMX_UP_FREE:
+		for (int i = 0; i < c->nallocs; i++)
+			if (c->allocs[i].ptr == e->x) {
+				c->alloc_bytes -= c->allocs[i].size;
+				gmxd_mem_free(SRV.mem, c->task, e->x);
+				/* Keep indices stable for policies that name buffers by index. */
+				memmove(&c->allocs[i], &c->allocs[i + 1],
+					(size_t)(c->nallocs - i - 1) * sizeof *c->allocs);
+				c->nallocs--;
+				return;
+			}
+		protocol_error(c, "malformed message: free of unknown address %#llx",
+			       (unsigned long long)e->x);
+		return;
+	case GMX_UP_MIG_DONE:
+		if (e->a == 0 && c->evicts > 0) {
+			c->evicts--;
+			SRV.evicts_outstanding--;
+			c->last_progress = gmxd__now_ns();
+		}
+		return;
+	case GMX_UP_HOST_WAIT:
+		SRV.host_waits++;
+		if (SRV.ops->on_host_wait)
+			SRV.ops->on_host_wait(SRV.pol, c->task);
+		return;
+	case GMX_UP_RANGE:
+		if (c->nr && c->rseq != e->seq) {
+			protocol_error(c,
+				       "malformed message: predicted ranges of seq %llu, then of seq %llu "
+				       "without its notice",
+				       (unsigned long long)c->rseq, (unsigned long long)e->seq);
+			return;
+		}
+		if (c->nr >= GMX_RANGES_MAX || e->y == 0 || e->x + e->y < e->x) {
+			protocol_error(c,
+				       "malformed message: predicted range %u of seq %llu (%#llx, %llu "
+				       "bytes)",
+				       c->nr, (unsigned long long)e->seq, (unsigned long long)e->x,
+				       (unsigned long long)e->y);
+			return;
+		}
+		c->rseq = e->seq;
+		c->rbuf[c->nr++] = (gmx_tpl_range_t){e->x, e->y};
+		return;
+	default:
+		protocol_error(c, "malformed message: ring entry type %u", e->type);
+	}
 }
 
 /* Drains every client's up ring; returns the number of entries taken. */
 int gmxd__poll_rings(void)
 {
-    int n = 0;
-    SRV.in_policy = 1;
-    for (int t = 0; t < GMX_MAX_TASKS; t++) {
-        client_t *c = &SRV.cl[t];
-        if (!c->used || c->dead)
-            continue;
-        gmx_ring_entry_t e;
-        int r;
-        /* Bounded per client per round, so one flooding client cannot starve the others. */
-        for (int k = 0; k < (int)GMX_RING_ENTRIES && !c->cut &&
-                        (r = gmx_ring_pop(&c->region->up, &e)) != 0;
-             k++) {
-            if (r < 0) {
-                protocol_error(c, "malformed message: corrupt ring indices");
-                break;
-            }
-            up_entry(c, &e);
-            gmxd__run_deferred();
-            n++;
-        }
-    }
-    SRV.in_policy = 0;
-    gmxd__flush_actions();
-    return n;
+	int n = 0;
+	SRV.in_policy = 1;
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		client_t *c = &SRV.cl[t];
+		if (!c->used || c->dead)
+			continue;
+		gmx_ring_entry_t e;
+		int r;
+		/* Bounded per client per round, so one flooding client cannot starve the others. */
+		for (int k = 0;
+		     k < (int)GMX_RING_ENTRIES && !c->cut && (r = gmx_ring_pop(&c->region->up, &e)) != 0;
+		     k++) {
+			if (r < 0) {
+				protocol_error(c, "malformed message: corrupt ring indices");
+				break;
+			}
+			up_entry(c, &e);
+			gmxd__run_deferred();
+			n++;
+		}
+	}
+	SRV.in_policy = 0;
+	gmxd__flush_actions();
+	return n;
 }

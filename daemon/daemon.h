@@ -37,15 +37,15 @@
 #define GMXD_LAT_SAMPLES 1024 /* recent notice-to-grant latencies kept per client */
 
 typedef struct {
-    char runtime_dir[256];
-    char policy[32];
-    long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
-    uid_t allow_uid[GMXD_ALLOW_MAX];
-    int n_allow_uid;
-    gid_t allow_gid[GMXD_ALLOW_MAX];
-    int n_allow_gid;
-    char profile_dir[256];
-    int oversubscribe_default; /* oversubscription for every client, not only --oversubscribe */
+	char runtime_dir[256];
+	char policy[32];
+	long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
+	uid_t allow_uid[GMXD_ALLOW_MAX];
+	int n_allow_uid;
+	gid_t allow_gid[GMXD_ALLOW_MAX];
+	int n_allow_gid;
+	char profile_dir[256];
+	int oversubscribe_default; /* oversubscription for every client, not only --oversubscribe */
 } gmxd_config_t;
 
 /* Fills *c with the defaults (runtime dir from $GPUMUX_RUNTIME_DIR or /run/gpumux). */

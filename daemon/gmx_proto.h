@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 2u /* 2: HOST_WAIT and RANGE entries */
+#define GMX_PROTO_VERSION 2u	    /* 2: HOST_WAIT and RANGE entries */
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -28,47 +28,47 @@
 #define GMX_CTRL_MAX 65536     /* largest control message (a STATUS reply) */
 
 enum {
-    GMX_MSG_HELLO = 1,  /* client -> daemon: register */
-    GMX_MSG_WELCOME,    /* daemon -> client: accepted, SCM_RIGHTS {region, efd_up, efd_down} */
-    GMX_MSG_REFUSED,    /* daemon -> client: refused, with an errno and a reason */
-    GMX_MSG_STATUS_REQ, /* anyone allowed -> daemon: a status snapshot */
-    GMX_MSG_STATUS,     /* daemon -> requester: JSON text, NUL-terminated */
+	GMX_MSG_HELLO = 1,  /* client -> daemon: register */
+	GMX_MSG_WELCOME,    /* daemon -> client: accepted, SCM_RIGHTS {region, efd_up, efd_down} */
+	GMX_MSG_REFUSED,    /* daemon -> client: refused, with an errno and a reason */
+	GMX_MSG_STATUS_REQ, /* anyone allowed -> daemon: a status snapshot */
+	GMX_MSG_STATUS,	    /* daemon -> requester: JSON text, NUL-terminated */
 };
 
 /* Every control message starts with this header; length counts the bytes after it. */
 typedef struct {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t type;
-    uint32_t length;
-    uint32_t reserved;
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t length;
+	uint32_t reserved;
 } gmx_msg_hdr_t;
 
 #define GMX_HELLO_OVERSUBSCRIBE 1u /* allocations are managed memory; obey migration orders */
 
 typedef struct {
-    gmx_msg_hdr_t h;
-    int32_t priority; /* 0 (highest) .. 9 */
-    uint32_t flags;
-    int32_t pid;
-    uint32_t reserved;
-    char name[GMX_NAME_MAX]; /* NUL-terminated task name (profile key) */
+	gmx_msg_hdr_t h;
+	int32_t priority; /* 0 (highest) .. 9 */
+	uint32_t flags;
+	int32_t pid;
+	uint32_t reserved;
+	char name[GMX_NAME_MAX]; /* NUL-terminated task name (profile key) */
 } gmx_msg_hello_t;
 
 typedef struct {
-    gmx_msg_hdr_t h;
-    uint32_t client_id;
-    uint32_t ring_entries;
-    uint64_t region_bytes;
-    int64_t slice_ns;
-    char policy[32];
+	gmx_msg_hdr_t h;
+	uint32_t client_id;
+	uint32_t ring_entries;
+	uint64_t region_bytes;
+	int64_t slice_ns;
+	char policy[32];
 } gmx_msg_welcome_t;
 
 typedef struct {
-    gmx_msg_hdr_t h;
-    int32_t error; /* a positive errno: EACCES, EBUSY, EPROTO, ... */
-    uint32_t reserved;
-    char reason[200];
+	gmx_msg_hdr_t h;
+	int32_t error; /* a positive errno: EACCES, EBUSY, EPROTO, ... */
+	uint32_t reserved;
+	char reason[200];
 } gmx_msg_refused_t;
 
 /* Command kinds in a notice (the shim's gmx_cmd_kind_t values). */
@@ -77,7 +77,8 @@ typedef struct {
 #define GMX_PROTO_KIND_MEMSET 6u
 /* Kinds that touch device memory: launches (0-2), graphs, copies, memsets (not host functions,
  * event records or stream waits). */
-#define GMX_PROTO_KIND_TOUCHES_MEMORY(k) ((k) <= 2u || ((k) >= GMX_PROTO_KIND_GRAPH && (k) <= GMX_PROTO_KIND_MEMSET))
+#define GMX_PROTO_KIND_TOUCHES_MEMORY(k)                                                                     \
+	((k) <= 2u || ((k) >= GMX_PROTO_KIND_GRAPH && (k) <= GMX_PROTO_KIND_MEMSET))
 #define GMX_CMD_KIND_COUNT_PROTO 9u
 
 /* The unit of the daemon's memory planner and of migration orders: 2 MiB, the driver's
@@ -89,113 +90,113 @@ typedef struct {
 
 /* Ring entry types. */
 enum {
-    /* up */
-    GMX_UP_NOTICE = 1, /* seq; a = kind, x = kernel id, y = bytes (copies) */
-    GMX_UP_COMPLETE,   /* seq: a granted command completed */
-    GMX_UP_ALLOC,      /* x = address, y = size: managed allocation made */
-    GMX_UP_FREE,       /* x = address */
-    GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished */
-    GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
-    GMX_UP_RANGE,      /* seq: the command's predicted working set includes x .. x+y; sent
-                        * before that command's NOTICE, at most GMX_RANGES_MAX per command */
-    /* down */
-    GMX_DOWN_GRANT = 64, /* seq: may be released */
-    GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
+	/* up */
+	GMX_UP_NOTICE = 1, /* seq; a = kind, x = kernel id, y = bytes (copies) */
+	GMX_UP_COMPLETE,   /* seq: a granted command completed */
+	GMX_UP_ALLOC,	   /* x = address, y = size: managed allocation made */
+	GMX_UP_FREE,	   /* x = address */
+	GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished */
+	GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
+	GMX_UP_RANGE,	   /* seq: the command's predicted working set includes x .. x+y; sent
+			    * before that command's NOTICE, at most GMX_RANGES_MAX per command */
+	/* down */
+	GMX_DOWN_GRANT = 64, /* seq: may be released */
+	GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
 };
 
 typedef struct {
-    uint32_t type;
-    uint32_t a;
-    uint64_t seq;
-    uint64_t x, y;
+	uint32_t type;
+	uint32_t a;
+	uint64_t seq;
+	uint64_t x, y;
 } gmx_ring_entry_t;
 
 /* A single-producer single-consumer ring. head is the consumer's, tail the producer's;
  * each on its own cache line. waiting: the consumer is going to sleep on its eventfd. */
 typedef struct {
-    _Alignas(64) uint32_t head;
-    _Alignas(64) uint32_t tail;
-    _Alignas(64) uint32_t waiting;
-    _Alignas(64) gmx_ring_entry_t e[GMX_RING_ENTRIES];
+	_Alignas(64) uint32_t head;
+	_Alignas(64) uint32_t tail;
+	_Alignas(64) uint32_t waiting;
+	_Alignas(64) gmx_ring_entry_t e[GMX_RING_ENTRIES];
 } gmx_ring_t;
 
 typedef struct {
-    uint32_t magic, version;
-    uint32_t client_id, reserved;
-    gmx_ring_t up, down;
+	uint32_t magic, version;
+	uint32_t client_id, reserved;
+	gmx_ring_t up, down;
 } gmx_shm_region_t;
 
 /* Pushes one entry; 0, or -1 when the ring is full (or its indices are corrupt). Returns
  * through *wake whether the consumer sleeps and must be woken through its eventfd. */
 static inline int gmx_ring_push(gmx_ring_t *r, const gmx_ring_entry_t *e, int *wake)
 {
-    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
-    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-    if (tail - head >= GMX_RING_ENTRIES)
-        return -1;
-    r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
-    __atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-    /* Pairs with the consumer's fence between setting waiting and re-checking the ring. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    *wake = __atomic_load_n(&r->waiting, __ATOMIC_RELAXED) != 0;
-    if (*wake)
-        __atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
-    return 0;
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (tail - head >= GMX_RING_ENTRIES)
+		return -1;
+	r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
+	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+	/* Pairs with the consumer's fence between setting waiting and re-checking the ring. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	*wake = __atomic_load_n(&r->waiting, __ATOMIC_RELAXED) != 0;
+	if (*wake)
+		__atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* Pushes one entry without waking the consumer: for hints it needs only by the time it next
  * wakes for another reason (entries are read in order). 0, or -1 when the ring is full. */
 static inline int gmx_ring_push_quiet(gmx_ring_t *r, const gmx_ring_entry_t *e)
 {
-    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
-    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-    if (tail - head >= GMX_RING_ENTRIES)
-        return -1;
-    r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
-    __atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-    return 0;
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (tail - head >= GMX_RING_ENTRIES)
+		return -1;
+	r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
+	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+	return 0;
 }
 
 /* Free entries for a producer; 0 when the indices are corrupt. */
 static inline uint32_t gmx_ring_space(const gmx_ring_t *r)
 {
-    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
-    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-    return tail - head > GMX_RING_ENTRIES ? 0 : GMX_RING_ENTRIES - (tail - head);
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	return tail - head > GMX_RING_ENTRIES ? 0 : GMX_RING_ENTRIES - (tail - head);
 }
 
 /* Pops one entry into *e; 1 if one was taken, 0 if empty, -1 if the producer's index is
  * impossible (a corrupt or hostile peer). */
 static inline int gmx_ring_pop(gmx_ring_t *r, gmx_ring_entry_t *e)
 {
-    uint32_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
-    uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-    if (tail == head)
-        return 0;
-    if (tail - head > GMX_RING_ENTRIES)
-        return -1;
-    *e = r->e[head & (GMX_RING_ENTRIES - 1)];
-    __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
-    return 1;
+	uint32_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	if (tail == head)
+		return 0;
+	if (tail - head > GMX_RING_ENTRIES)
+		return -1;
+	*e = r->e[head & (GMX_RING_ENTRIES - 1)];
+	__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* The consumer announces it will sleep; returns nonzero if the ring is already non-empty
  * (then it must not sleep). */
 static inline int gmx_ring_prepare_sleep(gmx_ring_t *r)
 {
-    __atomic_store_n(&r->waiting, 1, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->waiting, 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 }
 
 /* Fills a control header. */
 static inline void gmx_msg_init(gmx_msg_hdr_t *h, uint16_t type, uint32_t total)
 {
-    h->magic = GMX_PROTO_MAGIC;
-    h->version = GMX_PROTO_VERSION;
-    h->type = type;
-    h->length = total - (uint32_t)sizeof *h;
-    h->reserved = 0;
+	h->magic = GMX_PROTO_MAGIC;
+	h->version = GMX_PROTO_VERSION;
+	h->type = type;
+	h->length = total - (uint32_t)sizeof *h;
+	h->reserved = 0;
 }
 
 #endif

@@ -15,114 +15,114 @@
  * outstanding evictions, evictions to their owner at once. */
 static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
 {
-    (void)ctx;
-    client_t *v = &SRV.cl[task];
-    gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = to_device ? 1 : 0, .seq = ++SRV.tokens,
-                          .x = ptr, .y = len};
-    if (v->dead || v->cut)
-        return;
-    if (to_device) {
-        gmxd__send_action(v, &e);
-        return;
-    }
-    gmxd__push_down(v, &e);
-    if (!v->cut) {
-        v->evicts++;
-        SRV.evicts_outstanding++;
-    }
+	(void)ctx;
+	client_t *v = &SRV.cl[task];
+	gmx_ring_entry_t e = {
+	    .type = GMX_DOWN_MIGRATE, .a = to_device ? 1 : 0, .seq = ++SRV.tokens, .x = ptr, .y = len};
+	if (v->dead || v->cut)
+		return;
+	if (to_device) {
+		gmxd__send_action(v, &e);
+		return;
+	}
+	gmxd__push_down(v, &e);
+	if (!v->cut) {
+		v->evicts++;
+		SRV.evicts_outstanding++;
+	}
 }
 
 static int cmp_seq(const void *a, const void *b)
 {
-    uint64_t x = (*(dcmd_t *const *)a)->c.seq, y = (*(dcmd_t *const *)b)->c.seq;
-    return x < y ? -1 : x > y;
+	uint64_t x = (*(dcmd_t *const *)a)->c.seq, y = (*(dcmd_t *const *)b)->c.seq;
+	return x < y ? -1 : x > y;
 }
 
 /* One slice per task: its commands in `state` that touch memory (but skip) in launch order,
  * their ranges appended to *buf from *start on; whole when one of them has no prediction. sl->r is set
  * by the caller once *buf stops moving. 0 or -ENOMEM. */
 static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
-                      uint32_t *len, uint32_t *cap, uint32_t *start)
+		      uint32_t *len, uint32_t *cap, uint32_t *start)
 {
-    dcmd_t *q[256];
-    uint32_t nq = 0;
-    *sl = (gmxd_mem_slice_t){.task = c->task};
-    for (int h = 0; h < HASH; h++)
-        for (dcmd_t *d = c->hash[h]; d; d = d->hnext)
-            if (d != skip && d->state == state && GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind)) {
-                if (!d->nranges)
-                    sl->whole = 1;
-                else if (nq < sizeof q / sizeof q[0])
-                    q[nq++] = d; /* the furthest commands of a long queue matter least */
-            }
-    if (sl->whole)
-        return 0;
-    qsort(q, nq, sizeof q[0], cmp_seq);
-    *start = *len;
-    for (uint32_t i = 0; i < nq; i++) {
-        if (*len + q[i]->nranges > *cap) {
-            uint32_t nc = (*cap ? *cap * 2 : 1024) + q[i]->nranges;
-            gmx_tpl_range_t *nb = realloc(*buf, nc * sizeof *nb);
-            if (!nb)
-                return -ENOMEM;
-            *buf = nb;
-            *cap = nc;
-        }
-        memcpy(*buf + *len, q[i]->ranges, q[i]->nranges * sizeof **buf);
-        *len += q[i]->nranges;
-    }
-    sl->n = *len - *start;
-    return 0;
+	dcmd_t *q[256];
+	uint32_t nq = 0;
+	*sl = (gmxd_mem_slice_t){.task = c->task};
+	for (int h = 0; h < HASH; h++)
+		for (dcmd_t *d = c->hash[h]; d; d = d->hnext)
+			if (d != skip && d->state == state && GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind)) {
+				if (!d->nranges)
+					sl->whole = 1;
+				else if (nq < sizeof q / sizeof q[0])
+					q[nq++] = d; /* the furthest commands of a long queue matter least */
+			}
+	if (sl->whole)
+		return 0;
+	qsort(q, nq, sizeof q[0], cmp_seq);
+	*start = *len;
+	for (uint32_t i = 0; i < nq; i++) {
+		if (*len + q[i]->nranges > *cap) {
+			uint32_t nc = (*cap ? *cap * 2 : 1024) + q[i]->nranges;
+			gmx_tpl_range_t *nb = realloc(*buf, nc * sizeof *nb);
+			if (!nb)
+				return -ENOMEM;
+			*buf = nb;
+			*cap = nc;
+		}
+		memcpy(*buf + *len, q[i]->ranges, q[i]->nranges * sizeof **buf);
+		*len += q[i]->nranges;
+	}
+	sl->n = *len - *start;
+	return 0;
 }
 
 /* Makes d's working set resident before its grant (clients registered with
  * oversubscription). */
 void gmxd__plan_memory(client_t *c, dcmd_t *d)
 {
-    if (!c->oversub)
-        return;
-    gmxd_mem_slice_t sl[2 * GMX_MAX_TASKS + 1];
-    sl[0] = (gmxd_mem_slice_t){c->task, d->nranges == 0, d->ranges, d->nranges};
-    if (gmxd_mem_ready(SRV.mem, &sl[0]))
-        return;
-    gmx_tpl_range_t *buf = NULL;
-    uint32_t len = 0, cap = 0, n = 1, start[2 * GMX_MAX_TASKS + 1] = {0};
-    /* Work already granted (in the driver's hands, perhaps not started) comes right after the
-     * granted command: its memory is evicted last, and only if the command cannot fit
-     * otherwise; the owner runs such an eviction once that work has finished (the
-     * interposer quiesces before moving memory out), so no kernel loses its memory. */
-    for (int t = 0; t < GMX_MAX_TASKS; t++) {
-        client_t *o = &SRV.cl[t];
-        if (o->used && !o->dead && !o->cut && o->oversub && o->inflight &&
-            task_slice(o, d, D_GRANTED, &sl[n], &buf, &len, &cap, &start[n]) == 0 &&
-            (sl[n].whole || sl[n].n))
-            n++;
-    }
-    uint32_t n_protected = 1;
-    int prio[GMX_MAX_TASKS];
-    uint8_t runnable[GMX_MAX_TASKS];
-    uint32_t order[GMX_MAX_TASKS];
-    for (int t = 0; t < GMX_MAX_TASKS; t++) {
-        const client_t *o = &SRV.cl[t];
-        prio[t] = o->priority;
-        runnable[t] = o->used && !o->dead && !o->cut && o->oversub && o->queued > 0;
-    }
-    uint32_t n_order = gmx_timeline_order(prio, runnable, GMX_MAX_TASKS, c->task, order);
-    for (uint32_t k = 0; k < n_order; k++)
-        if (task_slice(&SRV.cl[order[k]], d, D_QUEUED, &sl[n], &buf, &len, &cap, &start[n]) == 0)
-            n++;
-    for (uint32_t k = 1; k < n; k++)
-        sl[k].r = sl[k].whole ? NULL : buf + start[k];
-    gmxd_mem_stats_t st;
-    int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, NULL, &st);
-    free(buf);
-    if (rc) {
-        gmxd_log("client %u (%s): memory plan failed: %s; its kernel pages on demand", c->id,
-                 c->name, strerror(-rc));
-        return;
-    }
-    SRV.mig_plans++;
-    SRV.mig_load_bytes += st.load_bytes;
-    SRV.mig_evict_bytes += st.evict_bytes;
-    SRV.mig_short_bytes += st.short_bytes;
+	if (!c->oversub)
+		return;
+	gmxd_mem_slice_t sl[2 * GMX_MAX_TASKS + 1];
+	sl[0] = (gmxd_mem_slice_t){c->task, d->nranges == 0, d->ranges, d->nranges};
+	if (gmxd_mem_ready(SRV.mem, &sl[0]))
+		return;
+	gmx_tpl_range_t *buf = NULL;
+	uint32_t len = 0, cap = 0, n = 1, start[2 * GMX_MAX_TASKS + 1] = {0};
+	/* Work already granted (in the driver's hands, perhaps not started) comes right after the
+	 * granted command: its memory is evicted last, and only if the command cannot fit
+	 * otherwise; the owner runs such an eviction once that work has finished (the
+	 * interposer quiesces before moving memory out), so no kernel loses its memory. */
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		client_t *o = &SRV.cl[t];
+		if (o->used && !o->dead && !o->cut && o->oversub && o->inflight &&
+		    task_slice(o, d, D_GRANTED, &sl[n], &buf, &len, &cap, &start[n]) == 0 &&
+		    (sl[n].whole || sl[n].n))
+			n++;
+	}
+	uint32_t n_protected = 1;
+	int prio[GMX_MAX_TASKS];
+	uint8_t runnable[GMX_MAX_TASKS];
+	uint32_t order[GMX_MAX_TASKS];
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		const client_t *o = &SRV.cl[t];
+		prio[t] = o->priority;
+		runnable[t] = o->used && !o->dead && !o->cut && o->oversub && o->queued > 0;
+	}
+	uint32_t n_order = gmx_timeline_order(prio, runnable, GMX_MAX_TASKS, c->task, order);
+	for (uint32_t k = 0; k < n_order; k++)
+		if (task_slice(&SRV.cl[order[k]], d, D_QUEUED, &sl[n], &buf, &len, &cap, &start[n]) == 0)
+			n++;
+	for (uint32_t k = 1; k < n; k++)
+		sl[k].r = sl[k].whole ? NULL : buf + start[k];
+	gmxd_mem_stats_t st;
+	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, NULL, &st);
+	free(buf);
+	if (rc) {
+		gmxd_log("client %u (%s): memory plan failed: %s; its kernel pages on demand", c->id, c->name,
+			 strerror(-rc));
+		return;
+	}
+	SRV.mig_plans++;
+	SRV.mig_load_bytes += st.load_bytes;
+	SRV.mig_evict_bytes += st.evict_bytes;
+	SRV.mig_short_bytes += st.short_bytes;
 }

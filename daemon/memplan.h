@@ -19,10 +19,10 @@ typedef struct gmxd_mem gmxd_mem_t;
 /* What one coming slice needs: task's ranges in access order, or (whole) every allocation
  * of the task. */
 typedef struct {
-    uint32_t task;
-    int whole;
-    const gmx_tpl_range_t *r;
-    uint32_t n;
+	uint32_t task;
+	int whole;
+	const gmx_tpl_range_t *r;
+	uint32_t n;
 } gmxd_mem_slice_t;
 
 /* Receives one migration order: task's ptr .. ptr+len to the device or to the host. */
@@ -30,8 +30,8 @@ typedef void (*gmxd_mem_emit_fn)(void *ctx, uint32_t task, int to_device, uint64
 
 /* Figures of one plan. */
 typedef struct {
-    uint64_t load_bytes, evict_bytes;
-    uint64_t short_bytes; /* needed by the first slice but not placed: demand-paged */
+	uint64_t load_bytes, evict_bytes;
+	uint64_t short_bytes; /* needed by the first slice but not placed: demand-paged */
 } gmxd_mem_stats_t;
 
 /* Creates a planner for a device of cap bytes. 0 or -ENOMEM. */
@@ -65,6 +65,6 @@ int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
  * evictions first, contiguous chunks merged. 0, -EINVAL (no slice, n_protected > n_slices)
  * or -ENOMEM (nothing emitted, residency unchanged). */
 int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, uint32_t n_protected,
-                  gmxd_mem_emit_fn emit, void *ctx, gmxd_mem_stats_t *st);
+		  gmxd_mem_emit_fn emit, void *ctx, gmxd_mem_stats_t *st);
 
 #endif

@@ -32,90 +32,90 @@ enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD };
 typedef struct client client_t;
 
 typedef struct dcmd {
-    gmx_cmd_t c; /* what the policy sees; first, so a gmx_cmd_t* is a dcmd_t* */
-    uint64_t cseq;
-    client_t *cl;
-    int state;
-    int64_t notice_ns;
-    gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
-    uint32_t nranges;
-    uint32_t kind;           /* the notice's command kind (gmx_proto.h) */
-    struct dcmd *hnext, *dnext;
+	gmx_cmd_t c; /* what the policy sees; first, so a gmx_cmd_t* is a dcmd_t* */
+	uint64_t cseq;
+	client_t *cl;
+	int state;
+	int64_t notice_ns;
+	gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
+	uint32_t nranges;
+	uint32_t kind; /* the notice's command kind (gmx_proto.h) */
+	struct dcmd *hnext, *dnext;
 } dcmd_t;
 
 typedef struct {
-    uint64_t ptr, size;
+	uint64_t ptr, size;
 } dalloc_t;
 
 struct client {
-    int used, dead, cut;
-    uint32_t id, task;
-    int fd, efd_up, efd_down;
-    gmx_shm_region_t *region;
-    pid_t pid;
-    uid_t uid;
-    char name[GMX_NAME_MAX];
-    int priority, oversub;
-    dcmd_t *hash[HASH];
-    uint32_t queued, inflight, refs, evicts;
-    uint64_t notices, grants, completions;
-    int64_t last_progress, connected_ns, last_grant_ns;
-    dalloc_t *allocs;
-    int nallocs;
-    uint64_t alloc_bytes;
-    /* RANGE entries waiting for the notice of command rseq */
-    uint64_t rseq;
-    uint32_t nr;
-    gmx_tpl_range_t rbuf[GMX_RANGES_MAX];
-    uint32_t lat_ns[GMXD_LAT_SAMPLES];
-    uint32_t nlat;
-    char cut_reason[192];
+	int used, dead, cut;
+	uint32_t id, task;
+	int fd, efd_up, efd_down;
+	gmx_shm_region_t *region;
+	pid_t pid;
+	uid_t uid;
+	char name[GMX_NAME_MAX];
+	int priority, oversub;
+	dcmd_t *hash[HASH];
+	uint32_t queued, inflight, refs, evicts;
+	uint64_t notices, grants, completions;
+	int64_t last_progress, connected_ns, last_grant_ns;
+	dalloc_t *allocs;
+	int nallocs;
+	uint64_t alloc_bytes;
+	/* RANGE entries waiting for the notice of command rseq */
+	uint64_t rseq;
+	uint32_t nr;
+	gmx_tpl_range_t rbuf[GMX_RANGES_MAX];
+	uint32_t lat_ns[GMXD_LAT_SAMPLES];
+	uint32_t nlat;
+	char cut_reason[192];
 };
 
 typedef struct {
-    int fd;
-    int64_t since;
+	int fd;
+	int64_t since;
 } pending_t;
 
 /* A ring entry waiting for evictions to be acknowledged before it may be sent. */
 typedef struct action {
-    struct action *next;
-    uint32_t task, client_id;
-    gmx_ring_entry_t e;
+	struct action *next;
+	uint32_t task, client_id;
+	gmx_ring_entry_t e;
 } action_t;
 
 typedef struct {
-    const gmxd_config_t *cfg;
-    int ep, lfd, sfd, tfd;
-    char sock_path[300];
-    const gmx_policy_ops_t *ops;
-    gmx_policy_t *pol;
-    int in_policy;
-    client_t cl[GMX_MAX_TASKS];
-    pending_t pend[PENDING_MAX];
-    uint32_t next_id;
-    uint64_t seq, tokens;
-    dcmd_t *deferred;
-    action_t *act_head, *act_tail;
-    uint32_t evicts_outstanding;
-    uint64_t mem_cap;
-    gmxd_mem_t *mem;
-    uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
-    int64_t start_ns, timer_at;
-    uint64_t refused, cut_off, protocol_errors, total_grants;
-    int stop;
-    /* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
-     * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
-    struct {
-        char name[GMX_NAME_MAX];
-        gmx_kprof_t prof;
-        int used;
-    } store[GMX_MAX_TASKS];
-    gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
-    /* Recent notice-to-grant latencies of high-priority clients (priority 0..2), kept after
-     * the clients leave: what `gpumux status` reports as recent HP latency. */
-    uint32_t hp_lat[GMXD_LAT_SAMPLES];
-    uint32_t n_hp_lat;
+	const gmxd_config_t *cfg;
+	int ep, lfd, sfd, tfd;
+	char sock_path[300];
+	const gmx_policy_ops_t *ops;
+	gmx_policy_t *pol;
+	int in_policy;
+	client_t cl[GMX_MAX_TASKS];
+	pending_t pend[PENDING_MAX];
+	uint32_t next_id;
+	uint64_t seq, tokens;
+	dcmd_t *deferred;
+	action_t *act_head, *act_tail;
+	uint32_t evicts_outstanding;
+	uint64_t mem_cap;
+	gmxd_mem_t *mem;
+	uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
+	int64_t start_ns, timer_at;
+	uint64_t refused, cut_off, protocol_errors, total_grants;
+	int stop;
+	/* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
+	 * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
+	struct {
+		char name[GMX_NAME_MAX];
+		gmx_kprof_t prof;
+		int used;
+	} store[GMX_MAX_TASKS];
+	gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
+	/* Recent notice-to-grant latencies of high-priority clients (priority 0..2), kept after
+	 * the clients leave: what `gpumux status` reports as recent HP latency. */
+	uint32_t hp_lat[GMXD_LAT_SAMPLES];
+	uint32_t n_hp_lat;
 } gmxd_server_t;
 
 /* The daemon's state (server.c defines it). */

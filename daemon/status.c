@@ -10,78 +10,77 @@
 
 static int cmp_u32(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 static void lat_pct(const uint32_t *samples, uint32_t count, double *p50, double *p99)
 {
-    static uint32_t tmp[GMXD_LAT_SAMPLES];
-    uint32_t n = count < GMXD_LAT_SAMPLES ? count : GMXD_LAT_SAMPLES;
-    *p50 = *p99 = 0;
-    if (!n)
-        return;
-    memcpy(tmp, samples, n * sizeof *tmp);
-    qsort(tmp, n, sizeof *tmp, cmp_u32);
-    *p50 = tmp[n / 2] / 1e3;
-    *p99 = tmp[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e3;
+	static uint32_t tmp[GMXD_LAT_SAMPLES];
+	uint32_t n = count < GMXD_LAT_SAMPLES ? count : GMXD_LAT_SAMPLES;
+	*p50 = *p99 = 0;
+	if (!n)
+		return;
+	memcpy(tmp, samples, n * sizeof *tmp);
+	qsort(tmp, n, sizeof *tmp, cmp_u32);
+	*p50 = tmp[n / 2] / 1e3;
+	*p99 = tmp[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e3;
 }
 
 void gmxd__status_reply(int fd)
 {
-    static char buf[GMX_CTRL_MAX];
-    size_t off = sizeof(gmx_msg_hdr_t);
-    int64_t now = gmxd__now_ns();
-    double hp50, hp99;
-    lat_pct(SRV.hp_lat, SRV.n_hp_lat, &hp50, &hp99);
-#define OUT(...)                                                                               \
-    do {                                                                                       \
-        int k_ = snprintf(buf + off, sizeof buf - off, __VA_ARGS__);                           \
-        if (k_ > 0)                                                                            \
-            off = off + (size_t)k_ < sizeof buf ? off + (size_t)k_ : sizeof buf - 1;           \
-    } while (0)
-    OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
-        "\"uptime_s\":%.3f,\"socket\":\"%s\",\"device_memory_bytes\":%llu,"
-        "\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
-        "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
-        "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
-        "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"clients\":[",
-        GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
-        (now - SRV.start_ns) / 1e9, SRV.sock_path, (unsigned long long)SRV.mem_cap,
-        (unsigned long long)gmxd_mem_resident(SRV.mem, GMX_MAX_TASKS),
-        (unsigned long long)SRV.total_grants,
-        (unsigned long long)SRV.refused, (unsigned long long)SRV.cut_off,
-        (unsigned long long)SRV.protocol_errors, hp50, hp99,
-        SRV.n_hp_lat < GMXD_LAT_SAMPLES ? SRV.n_hp_lat : GMXD_LAT_SAMPLES,
-        (unsigned long long)SRV.host_waits, (unsigned long long)SRV.mig_plans, (unsigned long long)SRV.mig_load_bytes,
-        (unsigned long long)SRV.mig_evict_bytes, (unsigned long long)SRV.mig_short_bytes);
-    int first = 1;
-    for (int t = 0; t < GMX_MAX_TASKS; t++) {
-        const client_t *c = &SRV.cl[t];
-        if (!c->used || c->dead)
-            continue;
-        double p50, p99;
-        lat_pct(c->lat_ns, c->nlat, &p50, &p99);
-        OUT("%s{\"id\":%u,\"pid\":%d,\"uid\":%d,\"name\":\"%s\",\"priority\":%d,"
-            "\"oversubscribe\":%s,\"queued\":%u,\"inflight\":%u,\"notices\":%llu,"
-            "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,"
-            "\"resident_bytes\":%llu,\"grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
-            "\"samples\":%u},\"connected_s\":%.3f}",
-            first ? "" : ",", c->id, (int)c->pid, (int)c->uid, c->name, c->priority,
-            c->oversub ? "true" : "false", c->queued, c->inflight,
-            (unsigned long long)c->notices, (unsigned long long)c->grants,
-            (unsigned long long)c->completions, (unsigned long long)c->alloc_bytes,
-            (unsigned long long)gmxd_mem_resident(SRV.mem, c->task), p50, p99,
-            c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES,
-            (now - c->connected_ns) / 1e9);
-        first = 0;
-    }
-    OUT("]}");
+	static char buf[GMX_CTRL_MAX];
+	size_t off = sizeof(gmx_msg_hdr_t);
+	int64_t now = gmxd__now_ns();
+	double hp50, hp99;
+	lat_pct(SRV.hp_lat, SRV.n_hp_lat, &hp50, &hp99);
+#define OUT(...)                                                                                             \
+	do {                                                                                                 \
+		int k_ = snprintf(buf + off, sizeof buf - off, __VA_ARGS__);                                 \
+		if (k_ > 0)                                                                                  \
+			off = off + (size_t)k_ < sizeof buf ? off + (size_t)k_ : sizeof buf - 1;             \
+	} while (0)
+	OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
+	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"device_memory_bytes\":%llu,"
+	    "\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
+	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
+	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
+	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"clients\":[",
+	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
+	    (now - SRV.start_ns) / 1e9, SRV.sock_path, (unsigned long long)SRV.mem_cap,
+	    (unsigned long long)gmxd_mem_resident(SRV.mem, GMX_MAX_TASKS),
+	    (unsigned long long)SRV.total_grants, (unsigned long long)SRV.refused,
+	    (unsigned long long)SRV.cut_off, (unsigned long long)SRV.protocol_errors, hp50, hp99,
+	    SRV.n_hp_lat < GMXD_LAT_SAMPLES ? SRV.n_hp_lat : GMXD_LAT_SAMPLES,
+	    (unsigned long long)SRV.host_waits, (unsigned long long)SRV.mig_plans,
+	    (unsigned long long)SRV.mig_load_bytes, (unsigned long long)SRV.mig_evict_bytes,
+	    (unsigned long long)SRV.mig_short_bytes);
+	int first = 1;
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		const client_t *c = &SRV.cl[t];
+		if (!c->used || c->dead)
+			continue;
+		double p50, p99;
+		lat_pct(c->lat_ns, c->nlat, &p50, &p99);
+		OUT("%s{\"id\":%u,\"pid\":%d,\"uid\":%d,\"name\":\"%s\",\"priority\":%d,"
+		    "\"oversubscribe\":%s,\"queued\":%u,\"inflight\":%u,\"notices\":%llu,"
+		    "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,"
+		    "\"resident_bytes\":%llu,\"grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
+		    "\"samples\":%u},\"connected_s\":%.3f}",
+		    first ? "" : ",", c->id, (int)c->pid, (int)c->uid, c->name, c->priority,
+		    c->oversub ? "true" : "false", c->queued, c->inflight, (unsigned long long)c->notices,
+		    (unsigned long long)c->grants, (unsigned long long)c->completions,
+		    (unsigned long long)c->alloc_bytes,
+		    (unsigned long long)gmxd_mem_resident(SRV.mem, c->task), p50, p99,
+		    c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES, (now - c->connected_ns) / 1e9);
+		first = 0;
+	}
+	OUT("]}");
 #undef OUT
-    buf[off++] = 0;
-    gmx_msg_init((gmx_msg_hdr_t *)buf, GMX_MSG_STATUS, (uint32_t)off);
-    if (send(fd, buf, off, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-        gmxd_log("status reply not delivered: %s", strerror(errno));
+	buf[off++] = 0;
+	gmx_msg_init((gmx_msg_hdr_t *)buf, GMX_MSG_STATUS, (uint32_t)off);
+	if (send(fd, buf, off, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		gmxd_log("status reply not delivered: %s", strerror(errno));
 }
 
 /* ---- the loop ---- */

@@ -17,238 +17,238 @@ static fninfo_t *fn_table[FN_BUCKETS];
 
 fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 {
-    size_t h = gmx_shim__ptr_hash(f, FN_BUCKETS);
-    for (fninfo_t *fi = fn_table[h]; fi; fi = fi->next)
-        if (fi->f == f)
-            return fi;
-    __typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
-    __typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
-    const char *name = NULL;
-    *err = getname ? getname(&name, f) : CUDA_ERROR_NOT_SUPPORTED;
-    if (*err != CUDA_SUCCESS && *err != CUDA_ERROR_NOT_SUPPORTED)
-        return NULL; /* a bad handle: report it now, as the driver would */
-    fninfo_t *fi = calloc(1, sizeof *fi);
-    if (!fi) {
-        *err = CUDA_ERROR_OUT_OF_MEMORY;
-        return NULL;
-    }
-    fi->f = f;
-    fi->name = strdup(name ? name : "?");
-    fi->known = getparam != NULL;
-    for (size_t i = 0; fi->known; i++) {
-        size_t off, size;
-        CUresult r = getparam(f, i, &off, &size);
-        if (r == CUDA_ERROR_INVALID_VALUE)
-            break; /* past the last parameter */
-        if (r != CUDA_SUCCESS || i >= 4096) {
-            fi->known = 0;
-            break;
-        }
-        size_t *o = realloc(fi->off, (i + 1) * sizeof *o), *s = realloc(fi->size, (i + 1) * sizeof *s);
-        if (o)
-            fi->off = o;
-        if (s)
-            fi->size = s;
-        if (!o || !s) {
-            fi->known = 0;
-            break;
-        }
-        fi->off[i] = off;
-        fi->size[i] = size;
-        fi->n = i + 1;
-        if (off + size > fi->total)
-            fi->total = off + size;
-    }
-    if (fi->total > GMX_PARAM_BYTES_MAX)
-        fi->known = 0;
-    fi->next = fn_table[h];
-    fn_table[h] = fi;
-    *err = CUDA_SUCCESS;
-    return fi;
+	size_t h = gmx_shim__ptr_hash(f, FN_BUCKETS);
+	for (fninfo_t *fi = fn_table[h]; fi; fi = fi->next)
+		if (fi->f == f)
+			return fi;
+	__typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
+	__typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
+	const char *name = NULL;
+	*err = getname ? getname(&name, f) : CUDA_ERROR_NOT_SUPPORTED;
+	if (*err != CUDA_SUCCESS && *err != CUDA_ERROR_NOT_SUPPORTED)
+		return NULL; /* a bad handle: report it now, as the driver would */
+	fninfo_t *fi = calloc(1, sizeof *fi);
+	if (!fi) {
+		*err = CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
+	}
+	fi->f = f;
+	fi->name = strdup(name ? name : "?");
+	fi->known = getparam != NULL;
+	for (size_t i = 0; fi->known; i++) {
+		size_t off, size;
+		CUresult r = getparam(f, i, &off, &size);
+		if (r == CUDA_ERROR_INVALID_VALUE)
+			break; /* past the last parameter */
+		if (r != CUDA_SUCCESS || i >= 4096) {
+			fi->known = 0;
+			break;
+		}
+		size_t *o = realloc(fi->off, (i + 1) * sizeof *o),
+		       *s = realloc(fi->size, (i + 1) * sizeof *s);
+		if (o)
+			fi->off = o;
+		if (s)
+			fi->size = s;
+		if (!o || !s) {
+			fi->known = 0;
+			break;
+		}
+		fi->off[i] = off;
+		fi->size[i] = size;
+		fi->n = i + 1;
+		if (off + size > fi->total)
+			fi->total = off + size;
+	}
+	if (fi->total > GMX_PARAM_BYTES_MAX)
+		fi->known = 0;
+	fi->next = fn_table[h];
+	fn_table[h] = fi;
+	*err = CUDA_SUCCESS;
+	return fi;
 }
 
 void gmx_shim__fn_clear(void)
 {
-    for (size_t i = 0; i < FN_BUCKETS; i++) {
-        fninfo_t *fi = fn_table[i];
-        while (fi) {
-            fninfo_t *nx = fi->next;
-            free(fi->name);
-            free(fi->off);
-            free(fi->size);
-            free(fi);
-            fi = nx;
-        }
-        fn_table[i] = NULL;
-    }
+	for (size_t i = 0; i < FN_BUCKETS; i++) {
+		fninfo_t *fi = fn_table[i];
+		while (fi) {
+			fninfo_t *nx = fi->next;
+			free(fi->name);
+			free(fi->off);
+			free(fi->size);
+			free(fi);
+			fi = nx;
+		}
+		fn_table[i] = NULL;
+	}
 }
 
 void gmx_shim__fn_abandon(void)
 {
-    memset(fn_table, 0, sizeof fn_table);
+	memset(fn_table, 0, sizeof fn_table);
 }
 
 int gmx_shim__reserve(void **p, size_t *cap, size_t n, size_t elem)
 {
-    if (*cap >= n)
-        return 0;
-    void *np = realloc(*p, n * elem);
-    if (!np)
-        return -1;
-    *p = np;
-    *cap = n;
-    return 0;
+	if (*cap >= n)
+		return 0;
+	void *np = realloc(*p, n * elem);
+	if (!np)
+		return -1;
+	*p = np;
+	*cap = n;
+	return 0;
 }
 
 /* Copies the launch's parameter values (they live on the caller's stack). 0, or -1 when the
  * layout is unknown and the launch must go to the driver directly. */
 int gmx_shim__cmd_copy_params(gmx_cmd *c, void **params, void **extra)
 {
-    fninfo_t *fi = c->fi;
-    if (params) {
-        if (!fi->known)
-            return -1;
-        if (gmx_shim__reserve((void **)&c->buf, &c->bufcap, fi->total ? fi->total : 1, 1) ||
-            gmx_shim__reserve((void **)&c->pv, &c->pvcap, fi->n ? fi->n : 1, sizeof(void *)))
-            return -1;
-        for (size_t i = 0; i < fi->n; i++) {
-            memcpy(c->buf + fi->off[i], params[i], fi->size[i]);
-            c->pv[i] = c->buf + fi->off[i];
-        }
-        c->info.nparams = fi->n;
-        c->info.param_offset = fi->off;
-        c->info.param_size = fi->size;
-        c->info.param_data = c->buf;
-        return 0;
-    }
-    if (extra) {
-        void *ptr = NULL;
-        size_t size = 0;
-        int have_size = 0;
-        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-                ptr = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-                size = *(size_t *)extra[i + 1];
-                have_size = 1;
-            } else
-                return -1; /* an option the shim does not know how to copy */
-        }
-        if (!ptr || !have_size || size > GMX_PARAM_BYTES_MAX ||
-            gmx_shim__reserve((void **)&c->buf, &c->bufcap, size ? size : 1, 1))
-            return -1;
-        memcpy(c->buf, ptr, size);
-        c->info.bytes = size;
-        c->r.n = size;
-        c->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
-        c->extra[1] = c->buf;
-        c->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
-        c->extra[3] = &c->r.n;
-        c->extra[4] = CU_LAUNCH_PARAM_END;
-        c->info.param_data = c->buf;
-    }
-    return 0;
+	fninfo_t *fi = c->fi;
+	if (params) {
+		if (!fi->known)
+			return -1;
+		if (gmx_shim__reserve((void **)&c->buf, &c->bufcap, fi->total ? fi->total : 1, 1) ||
+		    gmx_shim__reserve((void **)&c->pv, &c->pvcap, fi->n ? fi->n : 1, sizeof(void *)))
+			return -1;
+		for (size_t i = 0; i < fi->n; i++) {
+			memcpy(c->buf + fi->off[i], params[i], fi->size[i]);
+			c->pv[i] = c->buf + fi->off[i];
+		}
+		c->info.nparams = fi->n;
+		c->info.param_offset = fi->off;
+		c->info.param_size = fi->size;
+		c->info.param_data = c->buf;
+		return 0;
+	}
+	if (extra) {
+		void *ptr = NULL;
+		size_t size = 0;
+		int have_size = 0;
+		for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				ptr = extra[i + 1];
+			else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+				size = *(size_t *)extra[i + 1];
+				have_size = 1;
+			} else
+				return -1; /* an option the shim does not know how to copy */
+		}
+		if (!ptr || !have_size || size > GMX_PARAM_BYTES_MAX ||
+		    gmx_shim__reserve((void **)&c->buf, &c->bufcap, size ? size : 1, 1))
+			return -1;
+		memcpy(c->buf, ptr, size);
+		c->info.bytes = size;
+		c->r.n = size;
+		c->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+		c->extra[1] = c->buf;
+		c->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+		c->extra[3] = &c->r.n;
+		c->extra[4] = CU_LAUNCH_PARAM_END;
+		c->info.param_data = c->buf;
+	}
+	return 0;
 }
 
 void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r)
 {
-    if (gmx_shim_log_fd < 0)
-        return;
-    static const char *const kinds[] = {"launch", "launch_ex", "launch_coop", "hostfn", "graph",
-                                        "copy", "memset", "event_record", "stream_wait"};
-    char params[1024] = "";
-    size_t p = 0;
-    if (c->fi && c->fi->known && c->buf) {
-        for (size_t i = 0; i < c->fi->n && p + 40 < sizeof params; i++) {
-            p += (size_t)snprintf(params + p, sizeof params - p, "%s%zu:%zu:", i ? "," : "",
-                                  c->fi->off[i], c->fi->size[i]);
-            for (size_t b = 0; b < c->fi->size[i] && b < 8 && p + 3 < sizeof params; b++)
-                p += (size_t)snprintf(params + p, sizeof params - p, "%02x",
-                                      c->buf[c->fi->off[i] + b]);
-        }
-    }
-    gmx_shim_log("release seq=%llu kind=%s stream=%#lx name=%s grid=%u,%u,%u block=%u,%u,%u "
-                 "shmem=%u params=[%s] bytes=%zu rc=%d",
-                 (unsigned long long)c->info.seq, kinds[c->info.kind],
-                 (unsigned long)c->info.stream, c->info.name ? c->info.name : "-",
-                 c->info.grid[0], c->info.grid[1], c->info.grid[2], c->info.block[0],
-                 c->info.block[1], c->info.block[2], c->info.shared_mem, params, c->info.bytes,
-                 (int)r);
+	if (gmx_shim_log_fd < 0)
+		return;
+	static const char *const kinds[] = {"launch", "launch_ex", "launch_coop",  "hostfn",	 "graph",
+					    "copy",   "memset",	   "event_record", "stream_wait"};
+	char params[1024] = "";
+	size_t p = 0;
+	if (c->fi && c->fi->known && c->buf) {
+		for (size_t i = 0; i < c->fi->n && p + 40 < sizeof params; i++) {
+			p += (size_t)snprintf(params + p, sizeof params - p, "%s%zu:%zu:", i ? "," : "",
+					      c->fi->off[i], c->fi->size[i]);
+			for (size_t b = 0; b < c->fi->size[i] && b < 8 && p + 3 < sizeof params; b++)
+				p += (size_t)snprintf(params + p, sizeof params - p, "%02x",
+						      c->buf[c->fi->off[i] + b]);
+		}
+	}
+	gmx_shim_log("release seq=%llu kind=%s stream=%#lx name=%s grid=%u,%u,%u block=%u,%u,%u "
+		     "shmem=%u params=[%s] bytes=%zu rc=%d",
+		     (unsigned long long)c->info.seq, kinds[c->info.kind], (unsigned long)c->info.stream,
+		     c->info.name ? c->info.name : "-", c->info.grid[0], c->info.grid[1], c->info.grid[2],
+		     c->info.block[0], c->info.block[1], c->info.block[2], c->info.shared_mem, params,
+		     c->info.bytes, (int)r);
 }
 
 /* Hands the command to the real driver (non-_ptsz entry points with explicit handles). */
 CUresult gmx_shim__cmd_call_driver(gmx_cmd *c, CUstream s)
 {
-    gmx_shim_req_t *r = &c->r;
-    void **params = c->fi && c->fi->known && r->params ? c->pv : NULL;
-    void **extra = r->extra ? c->extra : NULL;
-    switch (c->info.kind) {
-    case GMX_CMD_LAUNCH: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchKernel);
-        return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
-                  r->block[2], r->shmem, s, params, extra);
-    }
-    case GMX_CMD_LAUNCH_COOP: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchCooperativeKernel);
-        return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1],
-                  r->block[2], r->shmem, s, params);
-    }
-    case GMX_CMD_LAUNCH_EX: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchKernelEx);
-        c->cfg.hStream = s;
-        return fn(&c->cfg, r->f, params, extra);
-    }
-    case GMX_CMD_HOSTFN: {
-        GMX_REAL_OR_RETURN(fn, cuLaunchHostFunc);
-        return fn(s, r->fn, r->user);
-    }
-    case GMX_CMD_GRAPH: {
-        GMX_REAL_OR_RETURN(fn, cuGraphLaunch);
-        return fn(r->gexec, s);
-    }
-    case GMX_CMD_COPY:
-        switch (r->copy_kind) {
-        case 1: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyHtoDAsync_v2);
-            return fn(r->dst, r->hsrc, r->n, s);
-        }
-        case 2: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyDtoHAsync_v2);
-            return fn(r->hdst, r->src, r->n, s);
-        }
-        case 3: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyDtoDAsync_v2);
-            return fn(r->dst, r->src, r->n, s);
-        }
-        default: {
-            GMX_REAL_OR_RETURN(fn, cuMemcpyAsync);
-            return fn(r->dst, r->src, r->n, s);
-        }
-        }
-    case GMX_CMD_MEMSET:
-        if (r->width == 1) {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD8Async);
-            return fn(r->dst, (unsigned char)r->value, r->n, s);
-        } else if (r->width == 2) {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD16Async);
-            return fn(r->dst, (unsigned short)r->value, r->n, s);
-        } else {
-            GMX_REAL_OR_RETURN(fn, cuMemsetD32Async);
-            return fn(r->dst, r->value, r->n, s);
-        }
-    case GMX_CMD_EVENT_RECORD:
-        if (r->with_flags) {
-            GMX_REAL_OR_RETURN(fn, cuEventRecordWithFlags);
-            return fn(r->ev, s, r->flags);
-        } else {
-            GMX_REAL_OR_RETURN(fn, cuEventRecord);
-            return fn(r->ev, s);
-        }
-    case GMX_CMD_STREAM_WAIT: {
-        GMX_REAL_OR_RETURN(fn, cuStreamWaitEvent);
-        return fn(s, r->ev, r->flags);
-    }
-    default:
-        return CUDA_ERROR_UNKNOWN;
-    }
+	gmx_shim_req_t *r = &c->r;
+	void **params = c->fi && c->fi->known && r->params ? c->pv : NULL;
+	void **extra = r->extra ? c->extra : NULL;
+	switch (c->info.kind) {
+	case GMX_CMD_LAUNCH: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchKernel);
+		return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2],
+			  r->shmem, s, params, extra);
+	}
+	case GMX_CMD_LAUNCH_COOP: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchCooperativeKernel);
+		return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2],
+			  r->shmem, s, params);
+	}
+	case GMX_CMD_LAUNCH_EX: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchKernelEx);
+		c->cfg.hStream = s;
+		return fn(&c->cfg, r->f, params, extra);
+	}
+	case GMX_CMD_HOSTFN: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchHostFunc);
+		return fn(s, r->fn, r->user);
+	}
+	case GMX_CMD_GRAPH: {
+		GMX_REAL_OR_RETURN(fn, cuGraphLaunch);
+		return fn(r->gexec, s);
+	}
+	case GMX_CMD_COPY:
+		switch (r->copy_kind) {
+		case 1: {
+			GMX_REAL_OR_RETURN(fn, cuMemcpyHtoDAsync_v2);
+			return fn(r->dst, r->hsrc, r->n, s);
+		}
+		case 2: {
+			GMX_REAL_OR_RETURN(fn, cuMemcpyDtoHAsync_v2);
+			return fn(r->hdst, r->src, r->n, s);
+		}
+		case 3: {
+			GMX_REAL_OR_RETURN(fn, cuMemcpyDtoDAsync_v2);
+			return fn(r->dst, r->src, r->n, s);
+		}
+		default: {
+			GMX_REAL_OR_RETURN(fn, cuMemcpyAsync);
+			return fn(r->dst, r->src, r->n, s);
+		}
+		}
+	case GMX_CMD_MEMSET:
+		if (r->width == 1) {
+			GMX_REAL_OR_RETURN(fn, cuMemsetD8Async);
+			return fn(r->dst, (unsigned char)r->value, r->n, s);
+		} else if (r->width == 2) {
+			GMX_REAL_OR_RETURN(fn, cuMemsetD16Async);
+			return fn(r->dst, (unsigned short)r->value, r->n, s);
+		} else {
+			GMX_REAL_OR_RETURN(fn, cuMemsetD32Async);
+			return fn(r->dst, r->value, r->n, s);
+		}
+	case GMX_CMD_EVENT_RECORD:
+		if (r->with_flags) {
+			GMX_REAL_OR_RETURN(fn, cuEventRecordWithFlags);
+			return fn(r->ev, s, r->flags);
+		} else {
+			GMX_REAL_OR_RETURN(fn, cuEventRecord);
+			return fn(r->ev, s);
+		}
+	case GMX_CMD_STREAM_WAIT: {
+		GMX_REAL_OR_RETURN(fn, cuStreamWaitEvent);
+		return fn(s, r->ev, r->flags);
+	}
+	default:
+		return CUDA_ERROR_UNKNOWN;
+	}
 }

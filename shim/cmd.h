@@ -11,40 +11,40 @@ struct evinfo;
 
 /* A kernel's name and parameter layout, cached per CUfunction. */
 typedef struct fninfo {
-    struct fninfo *next;
-    CUfunction f;
-    char *name;
-    int known; /* the parameter layout is known */
-    size_t n, total;
-    size_t *off, *size;
+	struct fninfo *next;
+	CUfunction f;
+	char *name;
+	int known; /* the parameter layout is known */
+	size_t n, total;
+	size_t *off, *size;
 } fninfo_t;
 
 typedef struct gmx_cmd {
-    struct gmx_cmd *next;
-    gmx_shim_req_t r;
-    gmx_shim_cmd_t info;
-    struct gmx_sq *q;
-    fninfo_t *fi;
-    unsigned char *buf; /* copies of parameter values / the extra buffer */
-    size_t bufcap;
-    void **pv; /* parameter pointers into buf */
-    size_t pvcap;
-    void *extra[5];
-    CUlaunchConfig cfg;
-    CUlaunchAttribute *attrs;
-    size_t attrcap;
-    struct evinfo *evi;
-    struct gmx_sq *dep_q; /* stream wait: release after this queue passes dep_seq */
-    uint64_t dep_seq;
+	struct gmx_cmd *next;
+	gmx_shim_req_t r;
+	gmx_shim_cmd_t info;
+	struct gmx_sq *q;
+	fninfo_t *fi;
+	unsigned char *buf; /* copies of parameter values / the extra buffer */
+	size_t bufcap;
+	void **pv; /* parameter pointers into buf */
+	size_t pvcap;
+	void *extra[5];
+	CUlaunchConfig cfg;
+	CUlaunchAttribute *attrs;
+	size_t attrcap;
+	struct evinfo *evi;
+	struct gmx_sq *dep_q; /* stream wait: release after this queue passes dep_seq */
+	uint64_t dep_seq;
 } gmx_cmd;
 
 /* A bucket for pointer p in a table of n (a power of two) buckets. */
 static inline size_t gmx_shim__ptr_hash(const void *p, size_t n)
 {
-    uintptr_t x = (uintptr_t)p;
-    x ^= x >> 15;
-    x *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(x >> 32) & (n - 1);
+	uintptr_t x = (uintptr_t)p;
+	x ^= x >> 15;
+	x *= 0x9E3779B97F4A7C15ull;
+	return (size_t)(x >> 32) & (n - 1);
 }
 
 /* The cached identity of f, looked up in the driver on first use. NULL with *err set for a

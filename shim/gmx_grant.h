@@ -13,47 +13,47 @@
 #include <stdint.h>
 
 typedef enum {
-    GMX_CMD_LAUNCH,      /* cuLaunchKernel */
-    GMX_CMD_LAUNCH_EX,   /* cuLaunchKernelEx */
-    GMX_CMD_LAUNCH_COOP, /* cuLaunchCooperativeKernel */
-    GMX_CMD_HOSTFN,      /* cuLaunchHostFunc */
-    GMX_CMD_GRAPH,       /* cuGraphLaunch */
-    GMX_CMD_COPY,        /* cuMemcpyAsync and the typed async copies */
-    GMX_CMD_MEMSET,      /* cuMemsetD{8,16,32}Async */
-    GMX_CMD_EVENT_RECORD,
-    GMX_CMD_STREAM_WAIT,
-    GMX_CMD_KIND_COUNT
+	GMX_CMD_LAUNCH,	     /* cuLaunchKernel */
+	GMX_CMD_LAUNCH_EX,   /* cuLaunchKernelEx */
+	GMX_CMD_LAUNCH_COOP, /* cuLaunchCooperativeKernel */
+	GMX_CMD_HOSTFN,	     /* cuLaunchHostFunc */
+	GMX_CMD_GRAPH,	     /* cuGraphLaunch */
+	GMX_CMD_COPY,	     /* cuMemcpyAsync and the typed async copies */
+	GMX_CMD_MEMSET,	     /* cuMemsetD{8,16,32}Async */
+	GMX_CMD_EVENT_RECORD,
+	GMX_CMD_STREAM_WAIT,
+	GMX_CMD_KIND_COUNT
 } gmx_cmd_kind_t;
 
 /* What the policies see of one queued command. */
 typedef struct {
-    gmx_cmd_kind_t kind;
-    uint64_t seq;            /* process-wide submission order */
-    uintptr_t stream;        /* the application's stream handle (0 legacy, 2 per-thread) */
-    const char *name;        /* kernel name (cuFuncGetName) or NULL */
-    unsigned grid[3], block[3];
-    unsigned shared_mem;
-    size_t nparams;          /* from cuFuncGetParamInfo; 0 when unknown */
-    const size_t *param_offset, *param_size;
-    const unsigned char *param_data; /* the values, laid out at param_offset */
-    size_t bytes;            /* copies and memsets */
+	gmx_cmd_kind_t kind;
+	uint64_t seq;	  /* process-wide submission order */
+	uintptr_t stream; /* the application's stream handle (0 legacy, 2 per-thread) */
+	const char *name; /* kernel name (cuFuncGetName) or NULL */
+	unsigned grid[3], block[3];
+	unsigned shared_mem;
+	size_t nparams; /* from cuFuncGetParamInfo; 0 when unknown */
+	const size_t *param_offset, *param_size;
+	const unsigned char *param_data; /* the values, laid out at param_offset */
+	size_t bytes;			 /* copies and memsets */
 } gmx_shim_cmd_t;
 
 /* A grant policy: a table of functions, called with the shim's queue lock held. */
 typedef struct gmx_grant_ops {
-    const char *name;
-    /* Nonzero: stream work goes straight to the driver, never queued. */
-    int passthrough;
-    /* 1 if the command at the head of its queue may be released now, 0 to hold it. */
-    int (*may_release)(void *self, const gmx_shim_cmd_t *cmd);
-    /* Called after the command reached the driver (may be NULL). */
-    void (*released)(void *self, const gmx_shim_cmd_t *cmd);
-    void *self;
-    /* Called when a released command (by seq) completed on the GPU, or at its release when no
-     * completion is tracked for it (event records, stream waits, refused releases); may be NULL. */
-    void (*completed)(void *self, uint64_t seq);
-    /* A host thread is about to block until the GPU has run its work (may be NULL). */
-    void (*host_wait)(void *self);
+	const char *name;
+	/* Nonzero: stream work goes straight to the driver, never queued. */
+	int passthrough;
+	/* 1 if the command at the head of its queue may be released now, 0 to hold it. */
+	int (*may_release)(void *self, const gmx_shim_cmd_t *cmd);
+	/* Called after the command reached the driver (may be NULL). */
+	void (*released)(void *self, const gmx_shim_cmd_t *cmd);
+	void *self;
+	/* Called when a released command (by seq) completed on the GPU, or at its release when no
+	 * completion is tracked for it (event records, stream waits, refused releases); may be NULL. */
+	void (*completed)(void *self, uint64_t seq);
+	/* A host thread is about to block until the GPU has run its work (may be NULL). */
+	void (*host_wait)(void *self);
 } gmx_grant_ops_t;
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */

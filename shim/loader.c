@@ -31,152 +31,152 @@ static void *g_real;
 static char g_real_path[4096];
 
 static const char *const g_dirs[] = {
-    "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-    "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
-    "/run/opengl-driver/lib",
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",	   "/usr/lib",
+    "/usr/local/nvidia/lib64",	 "/usr/local/nvidia/lib",      "/usr/lib/wsl/lib", "/run/opengl-driver/lib",
 };
 
 static int same_file(const char *a, const struct stat *b)
 {
-    struct stat st;
-    return stat(a, &st) == 0 && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
+	struct stat st;
+	return stat(a, &st) == 0 && st.st_dev == b->st_dev && st.st_ino == b->st_ino;
 }
 
 /* Opens path unless it is the shim itself; returns the handle or NULL. */
 static void *open_candidate(const char *path, const struct stat *self)
 {
-    struct stat st;
-    if (stat(path, &st) != 0 || (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino))
-        return NULL;
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return NULL;
-    /* glibc may hand back an already-loaded object; make sure it is not us. */
-    Dl_info info;
-    void *init = dlsym(h, "cuInit");
-    if (!init || !dladdr(init, &info) || !info.dli_fname ||
-        (self && same_file(info.dli_fname, self)) || init == (void *)&cuInit) {
-        dlclose(h);
-        return NULL;
-    }
-    snprintf(g_real_path, sizeof g_real_path, "%s", path);
-    return h;
+	struct stat st;
+	if (stat(path, &st) != 0 || (self && st.st_dev == self->st_dev && st.st_ino == self->st_ino))
+		return NULL;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return NULL;
+	/* glibc may hand back an already-loaded object; make sure it is not us. */
+	Dl_info info;
+	void *init = dlsym(h, "cuInit");
+	if (!init || !dladdr(init, &info) || !info.dli_fname || (self && same_file(info.dli_fname, self)) ||
+	    init == (void *)&cuInit) {
+		dlclose(h);
+		return NULL;
+	}
+	snprintf(g_real_path, sizeof g_real_path, "%s", path);
+	return h;
 }
 
 /* Reads the kernel driver's version (e.g. "570.86.15") so libcuda.so.<ver> can be tried. */
 static int driver_version(char *out, size_t n)
 {
-    FILE *f = fopen("/proc/driver/nvidia/version", "r");
-    if (!f)
-        return -1;
-    char line[512];
-    int rc = -1;
-    if (fgets(line, sizeof line, f)) {
-        for (char *p = line; *p; p++) {
-            if (p[0] >= '0' && p[0] <= '9' && strchr(p, '.') && (p == line || p[-1] == ' ')) {
-                size_t k = strspn(p, "0123456789.");
-                if (k > 2 && k < n && memchr(p, '.', k)) {
-                    memcpy(out, p, k);
-                    out[k] = '\0';
-                    rc = 0;
-                    break;
-                }
-            }
-        }
-    }
-    fclose(f);
-    return rc;
+	FILE *f = fopen("/proc/driver/nvidia/version", "r");
+	if (!f)
+		return -1;
+	char line[512];
+	int rc = -1;
+	if (fgets(line, sizeof line, f)) {
+		for (char *p = line; *p; p++) {
+			if (p[0] >= '0' && p[0] <= '9' && strchr(p, '.') && (p == line || p[-1] == ' ')) {
+				size_t k = strspn(p, "0123456789.");
+				if (k > 2 && k < n && memchr(p, '.', k)) {
+					memcpy(out, p, k);
+					out[k] = '\0';
+					rc = 0;
+					break;
+				}
+			}
+		}
+	}
+	fclose(f);
+	return rc;
 }
 
 static void load_once(void)
 {
-    struct stat self_st, *self = NULL;
-    Dl_info info;
-    if (dladdr((void *)&gmx_shim_load, &info) && info.dli_fname && stat(info.dli_fname, &self_st) == 0)
-        self = &self_st;
+	struct stat self_st, *self = NULL;
+	Dl_info info;
+	if (dladdr((void *)&gmx_shim_load, &info) && info.dli_fname && stat(info.dli_fname, &self_st) == 0)
+		self = &self_st;
 
-    const char *log = getenv("GPUMUX_SHIM_LOG");
-    if (log && *log)
-        gmx_shim_log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	const char *log = getenv("GPUMUX_SHIM_LOG");
+	if (log && *log)
+		gmx_shim_log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 
-    const char *env = getenv("GPUMUX_REAL_LIBCUDA");
-    if (env && *env) {
-        g_real = open_candidate(env, self);
-        if (!g_real)
-            fprintf(stderr, "gpumux shim: GPUMUX_REAL_LIBCUDA=%s cannot be used (%s); it must be "
-                            "the full path of the real libcuda.so.1, not the gpumux shim\n",
-                    env, dlerror() ? dlerror() : "missing, or the shim itself");
-    } else {
-        char ver[64] = "";
-        int have_ver = driver_version(ver, sizeof ver) == 0;
-        char path[4096];
-        for (size_t i = 0; !g_real && i < sizeof g_dirs / sizeof g_dirs[0]; i++) {
-            snprintf(path, sizeof path, "%s/libcuda.so.1", g_dirs[i]);
-            g_real = open_candidate(path, self);
-            if (!g_real && have_ver) {
-                snprintf(path, sizeof path, "%s/libcuda.so.%s", g_dirs[i], ver);
-                g_real = open_candidate(path, self);
-            }
-        }
-        if (!g_real)
-            fprintf(stderr, "gpumux shim: no real libcuda.so.1 found in the system directories; "
-                            "set GPUMUX_REAL_LIBCUDA to its full path\n");
-    }
-    if (g_real)
-        for (int i = 0; i < GMX_SYM_COUNT; i++)
-            gmx_shim_tbl[i] = dlsym(g_real, gmx_shim_sym_names[i]);
-    gmx_shim_policy = gmx_grant_from_env();
-    gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
-    pthread_atfork(gmx_shim_queue_atfork_prepare, gmx_shim_queue_atfork_parent,
-                   gmx_shim_queue_atfork_child);
-    __atomic_store_n(&gmx_shim_loaded, 1, __ATOMIC_RELEASE);
+	const char *env = getenv("GPUMUX_REAL_LIBCUDA");
+	if (env && *env) {
+		g_real = open_candidate(env, self);
+		if (!g_real)
+			fprintf(stderr,
+				"gpumux shim: GPUMUX_REAL_LIBCUDA=%s cannot be used (%s); it must be "
+				"the full path of the real libcuda.so.1, not the gpumux shim\n",
+				env, dlerror() ? dlerror() : "missing, or the shim itself");
+	} else {
+		char ver[64] = "";
+		int have_ver = driver_version(ver, sizeof ver) == 0;
+		char path[4096];
+		for (size_t i = 0; !g_real && i < sizeof g_dirs / sizeof g_dirs[0]; i++) {
+			snprintf(path, sizeof path, "%s/libcuda.so.1", g_dirs[i]);
+			g_real = open_candidate(path, self);
+			if (!g_real && have_ver) {
+				snprintf(path, sizeof path, "%s/libcuda.so.%s", g_dirs[i], ver);
+				g_real = open_candidate(path, self);
+			}
+		}
+		if (!g_real)
+			fprintf(stderr, "gpumux shim: no real libcuda.so.1 found in the system directories; "
+					"set GPUMUX_REAL_LIBCUDA to its full path\n");
+	}
+	if (g_real)
+		for (int i = 0; i < GMX_SYM_COUNT; i++)
+			gmx_shim_tbl[i] = dlsym(g_real, gmx_shim_sym_names[i]);
+	gmx_shim_policy = gmx_grant_from_env();
+	gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
+	pthread_atfork(gmx_shim_queue_atfork_prepare, gmx_shim_queue_atfork_parent,
+		       gmx_shim_queue_atfork_child);
+	__atomic_store_n(&gmx_shim_loaded, 1, __ATOMIC_RELEASE);
 }
 
 void gmx_shim_load(void)
 {
-    pthread_once(&g_once, load_once);
+	pthread_once(&g_once, load_once);
 }
 
 CUresult gmx_shim_missing(int sym)
 {
-    static int warned;
-    if (!g_real)
-        return CUDA_ERROR_NO_DEVICE;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "gpumux shim: the driver at %s lacks %s (driver older than the toolkit)\n",
-                g_real_path, gmx_shim_sym_names[sym]);
-    return CUDA_ERROR_NOT_SUPPORTED;
+	static int warned;
+	if (!g_real)
+		return CUDA_ERROR_NO_DEVICE;
+	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "gpumux shim: the driver at %s lacks %s (driver older than the toolkit)\n",
+			g_real_path, gmx_shim_sym_names[sym]);
+	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 int gmx_shim_sym_index(const char *name)
 {
-    int lo = 0, hi = GMX_SYM_COUNT - 1; /* the generator sorts the names */
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2, c = strcmp(name, gmx_shim_sym_names[mid]);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
-    }
-    return -1;
+	int lo = 0, hi = GMX_SYM_COUNT - 1; /* the generator sorts the names */
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2, c = strcmp(name, gmx_shim_sym_names[mid]);
+		if (c == 0)
+			return mid;
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return -1;
 }
 
 void gmx_shim_log(const char *fmt, ...)
 {
-    if (gmx_shim_log_fd < 0)
-        return;
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "%d ", (int)getpid());
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    /* One write per line on an O_APPEND descriptor: lines from threads and processes never mix. */
-    ssize_t w = write(gmx_shim_log_fd, buf, (size_t)n);
-    (void)w;
+	if (gmx_shim_log_fd < 0)
+		return;
+	char buf[2048];
+	int n = snprintf(buf, sizeof buf, "%d ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof buf - 2)
+		n = (int)sizeof buf - 2;
+	buf[n++] = '\n';
+	/* One write per line on an O_APPEND descriptor: lines from threads and processes never mix. */
+	ssize_t w = write(gmx_shim_log_fd, buf, (size_t)n);
+	(void)w;
 }

@@ -6,31 +6,31 @@
 
 /* What a hook hands to the queue: the command as the application issued it. */
 typedef struct {
-    gmx_cmd_kind_t kind;
-    CUstream stream;
-    int ptsz; /* issued through a _ptsz/_ptds entry point */
-    /* launches */
-    CUfunction f;
-    unsigned grid[3], block[3], shmem;
-    void **params, **extra;
-    const CUlaunchConfig *cfg;
-    /* host function */
-    CUhostFn fn;
-    void *user;
-    /* graph */
-    CUgraphExec gexec;
-    /* copies (copy_kind 0 generic, 1 HtoD, 2 DtoH, 3 DtoD) and memsets (width 1, 2, 4) */
-    int copy_kind;
-    CUdeviceptr dst, src;
-    void *hdst;
-    const void *hsrc;
-    size_t n;
-    unsigned value;
-    int width;
-    /* events */
-    CUevent ev;
-    unsigned flags;
-    int with_flags;
+	gmx_cmd_kind_t kind;
+	CUstream stream;
+	int ptsz; /* issued through a _ptsz/_ptds entry point */
+	/* launches */
+	CUfunction f;
+	unsigned grid[3], block[3], shmem;
+	void **params, **extra;
+	const CUlaunchConfig *cfg;
+	/* host function */
+	CUhostFn fn;
+	void *user;
+	/* graph */
+	CUgraphExec gexec;
+	/* copies (copy_kind 0 generic, 1 HtoD, 2 DtoH, 3 DtoD) and memsets (width 1, 2, 4) */
+	int copy_kind;
+	CUdeviceptr dst, src;
+	void *hdst;
+	const void *hsrc;
+	size_t n;
+	unsigned value;
+	int width;
+	/* events */
+	CUevent ev;
+	unsigned flags;
+	int with_flags;
 } gmx_shim_req_t;
 
 /* Result meaning "the queue cannot take this command; call the driver after a barrier". */

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gmx_shim_syms.h"
 #include "gmx_grant.h"
+#include "gmx_shim_syms.h"
 
 /* Generated forwarders are weak so that a hook of the same name replaces them at link time. */
 #define GMX_FORWARDER __attribute__((weak, visibility("default")))
@@ -34,19 +34,19 @@ void gmx_shim_load(void);
 /* Returns the real driver's address for symbol index i, or NULL if it lacks it. */
 static inline void *gmx_shim_real(int i)
 {
-    if (GMX_UNLIKELY(!__atomic_load_n(&gmx_shim_loaded, __ATOMIC_ACQUIRE)))
-        gmx_shim_load();
-    return gmx_shim_tbl[i];
+	if (GMX_UNLIKELY(!__atomic_load_n(&gmx_shim_loaded, __ATOMIC_ACQUIRE)))
+		gmx_shim_load();
+	return gmx_shim_tbl[i];
 }
 
 /* The real function `name` with its own prototype (NULL when the driver lacks it). */
 #define GMX_REAL(name) ((__typeof__(&name))gmx_shim_real(GMX_SYM_##name))
 
 /* Declares `fn` as the real `name`, returning the right error when it is missing. */
-#define GMX_REAL_OR_RETURN(fn, name)                                                         \
-    __typeof__(&name) fn = GMX_REAL(name);                                                   \
-    if (GMX_UNLIKELY(fn == NULL))                                                            \
-    return gmx_shim_missing(GMX_SYM_##name)
+#define GMX_REAL_OR_RETURN(fn, name)                                                                         \
+	__typeof__(&name) fn = GMX_REAL(name);                                                               \
+	if (GMX_UNLIKELY(fn == NULL))                                                                        \
+	return gmx_shim_missing(GMX_SYM_##name)
 
 /* Error for a call whose real function is missing: no driver at all, or an older driver. */
 CUresult gmx_shim_missing(int sym);

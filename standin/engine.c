@@ -25,42 +25,42 @@
 #define SI_VERSION 3
 
 typedef struct {
-    int32_t kind, stream, state, next;
-    int32_t event, wait_stream;
-    uint64_t sseq, gseq, wait_seq, bytes;
-    int64_t dur_ns, submit_ns;
-    uint64_t hostfn, user;
-    char name[SI_NAME];
+	int32_t kind, stream, state, next;
+	int32_t event, wait_stream;
+	uint64_t sseq, gseq, wait_seq, bytes;
+	int64_t dur_ns, submit_ns;
+	uint64_t hostfn, user;
+	char name[SI_NAME];
 } si_cmd_t;
 
 enum { C_FREE, C_PENDING, C_HOST_RUNNING };
 
 typedef struct {
-    int32_t kind, ctx, head, tail;
-    uint64_t submitted, done;
+	int32_t kind, ctx, head, tail;
+	uint64_t submitted, done;
 } si_stream_t;
 
 typedef struct {
-    int32_t in_use, stream;
-    uint64_t seq;
-    int64_t time_ns;
+	int32_t in_use, stream;
+	uint64_t seq;
+	int64_t time_ns;
 } si_event_t;
 
 typedef struct {
-    int32_t pid, in_use, free_head, nstreams;
-    uint64_t gseq, mem_bytes;
-    si_stream_t streams[SI_STREAMS];
-    si_event_t events[SI_EVENTS];
-    si_cmd_t cmds[SI_CMDS];
+	int32_t pid, in_use, free_head, nstreams;
+	uint64_t gseq, mem_bytes;
+	si_stream_t streams[SI_STREAMS];
+	si_event_t events[SI_EVENTS];
+	si_cmd_t cmds[SI_CMDS];
 } si_slot_t;
 
 typedef struct {
-    uint64_t magic, version;
-    pthread_mutex_t lock;
-    int64_t gpu_t, run_end, slice_ns, slice_start, last_reap;
-    int32_t run_slot, run_cmd, cur_slot, pad;
-    uint64_t mem_total;
-    si_slot_t slots[SI_SLOTS];
+	uint64_t magic, version;
+	pthread_mutex_t lock;
+	int64_t gpu_t, run_end, slice_ns, slice_start, last_reap;
+	int32_t run_slot, run_cmd, cur_slot, pad;
+	uint64_t mem_total;
+	si_slot_t slots[SI_SLOTS];
 } si_shm_t;
 
 static si_shm_t *E;
@@ -71,698 +71,702 @@ static pthread_mutex_t g_local = PTHREAD_MUTEX_INITIALIZER;
 
 int64_t si_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static long env_long(const char *name, long def, long lo, long hi)
 {
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "gpumux stand-in: %s=%s out of range [%ld, %ld]; using %ld\n", name, s,
-                lo, hi, def);
-        return def;
-    }
-    return v;
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*end || v < lo || v > hi) {
+		fprintf(stderr, "gpumux stand-in: %s=%s out of range [%ld, %ld]; using %ld\n", name, s, lo,
+			hi, def);
+		return def;
+	}
+	return v;
 }
 
 static void slot_reset(si_slot_t *s)
 {
-    memset(s, 0, sizeof *s);
-    for (int i = 0; i < SI_CMDS; i++)
-        s->cmds[i].next = i + 1 < SI_CMDS ? i + 1 : -1;
-    for (int i = 0; i < SI_STREAMS; i++)
-        s->streams[i].head = s->streams[i].tail = -1;
-    s->free_head = 0;
+	memset(s, 0, sizeof *s);
+	for (int i = 0; i < SI_CMDS; i++)
+		s->cmds[i].next = i + 1 < SI_CMDS ? i + 1 : -1;
+	for (int i = 0; i < SI_STREAMS; i++)
+		s->streams[i].head = s->streams[i].tail = -1;
+	s->free_head = 0;
 }
 
 /* Frees the slots of processes that no longer exist; drops their running command. */
 static void reap_dead(void)
 {
-    for (int i = 0; i < SI_SLOTS; i++) {
-        si_slot_t *s = &E->slots[i];
-        if (!s->in_use || i == g_slot)
-            continue;
-        if (kill(s->pid, 0) == -1 && errno == ESRCH) {
-            if (E->run_slot == i)
-                E->run_slot = -1;
-            slot_reset(s);
-        }
-    }
+	for (int i = 0; i < SI_SLOTS; i++) {
+		si_slot_t *s = &E->slots[i];
+		if (!s->in_use || i == g_slot)
+			continue;
+		if (kill(s->pid, 0) == -1 && errno == ESRCH) {
+			if (E->run_slot == i)
+				E->run_slot = -1;
+			slot_reset(s);
+		}
+	}
 }
 
 static void lock(void)
 {
-    int r = pthread_mutex_lock(&E->lock);
-    if (r == EOWNERDEAD) {
-        /* The holder died mid-update: its own slot is reclaimed; the shared fields it may have
-         * been changing (the running command) are re-validated. */
-        reap_dead();
-        if (E->run_slot >= 0 && (!E->slots[E->run_slot].in_use ||
-                                 E->slots[E->run_slot].cmds[E->run_cmd].state != C_PENDING))
-            E->run_slot = -1;
-        pthread_mutex_consistent(&E->lock);
-    }
+	int r = pthread_mutex_lock(&E->lock);
+	if (r == EOWNERDEAD) {
+		/* The holder died mid-update: its own slot is reclaimed; the shared fields it may have
+		 * been changing (the running command) are re-validated. */
+		reap_dead();
+		if (E->run_slot >= 0 && (!E->slots[E->run_slot].in_use ||
+					 E->slots[E->run_slot].cmds[E->run_cmd].state != C_PENDING))
+			E->run_slot = -1;
+		pthread_mutex_consistent(&E->lock);
+	}
 }
 
 static void unlock(void)
 {
-    pthread_mutex_unlock(&E->lock);
+	pthread_mutex_unlock(&E->lock);
 }
 
 static void log_cmd(int slot, const si_cmd_t *c, int64_t start, int64_t end)
 {
-    if (g_log < 0)
-        return;
-    static const char *const kinds[] = {"kernel", "copy", "record", "wait", "hostfn"};
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "start_ns=%lld end_ns=%lld pid=%d stream=%d kind=%s name=%s dur_ns=%lld\n",
-                     (long long)start, (long long)end, (int)E->slots[slot].pid, c->stream,
-                     kinds[c->kind], c->name[0] ? c->name : "-", (long long)c->dur_ns);
-    if (n > 0) {
-        ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-        (void)w;
-    }
+	if (g_log < 0)
+		return;
+	static const char *const kinds[] = {"kernel", "copy", "record", "wait", "hostfn"};
+	char buf[256];
+	int n = snprintf(buf, sizeof buf,
+			 "start_ns=%lld end_ns=%lld pid=%d stream=%d kind=%s name=%s dur_ns=%lld\n",
+			 (long long)start, (long long)end, (int)E->slots[slot].pid, c->stream, kinds[c->kind],
+			 c->name[0] ? c->name : "-", (long long)c->dur_ns);
+	if (n > 0) {
+		ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+		(void)w;
+	}
 }
 
 /* Stream-order and legacy-default-stream rules: may command c of slot s start now? */
 static int eligible(const si_slot_t *s, const si_cmd_t *c)
 {
-    const si_stream_t *st = &s->streams[c->stream];
-    if (st->kind == SI_S_NONBLOCKING)
-        return 1;
-    for (int i = 0; i < s->nstreams; i++) {
-        const si_stream_t *o = &s->streams[i];
-        if (i == c->stream || o->kind == 0 || o->ctx != st->ctx || o->head < 0)
-            continue;
-        int blocks = (st->kind == SI_S_LEGACY && o->kind == SI_S_BLOCKING) ||
-                     (st->kind == SI_S_BLOCKING && o->kind == SI_S_LEGACY);
-        if (blocks && s->cmds[o->head].gseq < c->gseq)
-            return 0;
-    }
-    return 1;
+	const si_stream_t *st = &s->streams[c->stream];
+	if (st->kind == SI_S_NONBLOCKING)
+		return 1;
+	for (int i = 0; i < s->nstreams; i++) {
+		const si_stream_t *o = &s->streams[i];
+		if (i == c->stream || o->kind == 0 || o->ctx != st->ctx || o->head < 0)
+			continue;
+		int blocks = (st->kind == SI_S_LEGACY && o->kind == SI_S_BLOCKING) ||
+			     (st->kind == SI_S_BLOCKING && o->kind == SI_S_LEGACY);
+		if (blocks && s->cmds[o->head].gseq < c->gseq)
+			return 0;
+	}
+	return 1;
 }
 
 static void pop_head(si_slot_t *s, int si, int64_t t)
 {
-    si_stream_t *st = &s->streams[si];
-    int ci = st->head;
-    si_cmd_t *c = &s->cmds[ci];
-    st->done = c->sseq;
-    st->head = c->next;
-    if (st->head < 0)
-        st->tail = -1;
-    if (c->kind == SI_K_RECORD && c->event >= 0 && c->event < SI_EVENTS)
-        s->events[c->event].time_ns = t;
-    c->state = C_FREE;
-    c->next = s->free_head;
-    s->free_head = ci;
+	si_stream_t *st = &s->streams[si];
+	int ci = st->head;
+	si_cmd_t *c = &s->cmds[ci];
+	st->done = c->sseq;
+	st->head = c->next;
+	if (st->head < 0)
+		st->tail = -1;
+	if (c->kind == SI_K_RECORD && c->event >= 0 && c->event < SI_EVENTS)
+		s->events[c->event].time_ns = t;
+	c->state = C_FREE;
+	c->next = s->free_head;
+	s->free_head = ci;
 }
 
 /* Completes zero-time commands at stream heads at time t; returns nonzero on progress. */
 static int settle(int64_t t)
 {
-    int progress = 0;
-    for (int i = 0; i < SI_SLOTS; i++) {
-        si_slot_t *s = &E->slots[i];
-        if (!s->in_use)
-            continue;
-        for (int k = 0; k < s->nstreams; k++) {
-            si_stream_t *st = &s->streams[k];
-            while (st->head >= 0) {
-                si_cmd_t *c = &s->cmds[st->head];
-                if (c->kind == SI_K_KERNEL || c->kind == SI_K_COPY || c->kind == SI_K_HOSTFN)
-                    break;
-                if (!eligible(s, c))
-                    break;
-                if (c->kind == SI_K_WAIT) {
-                    const si_stream_t *w = &s->streams[c->wait_stream];
-                    if (w->kind != 0 && w->done < c->wait_seq)
-                        break;
-                }
-                int64_t when = c->submit_ns > t ? c->submit_ns : t;
-                log_cmd(i, c, when, when);
-                pop_head(s, k, when);
-                progress = 1;
-            }
-        }
-    }
-    return progress;
+	int progress = 0;
+	for (int i = 0; i < SI_SLOTS; i++) {
+		si_slot_t *s = &E->slots[i];
+		if (!s->in_use)
+			continue;
+		for (int k = 0; k < s->nstreams; k++) {
+			si_stream_t *st = &s->streams[k];
+			while (st->head >= 0) {
+				si_cmd_t *c = &s->cmds[st->head];
+				if (c->kind == SI_K_KERNEL || c->kind == SI_K_COPY || c->kind == SI_K_HOSTFN)
+					break;
+				if (!eligible(s, c))
+					break;
+				if (c->kind == SI_K_WAIT) {
+					const si_stream_t *w = &s->streams[c->wait_stream];
+					if (w->kind != 0 && w->done < c->wait_seq)
+						break;
+				}
+				int64_t when = c->submit_ns > t ? c->submit_ns : t;
+				log_cmd(i, c, when, when);
+				pop_head(s, k, when);
+				progress = 1;
+			}
+		}
+	}
+	return progress;
 }
 
 /* Advances the simulated GPU to `now`. Lock held. */
 static void advance(int64_t now)
 {
-    if (now - E->last_reap > 20000000LL) {
-        E->last_reap = now;
-        reap_dead();
-    }
-    for (int guard = 0; guard < 100000; guard++) {
-        settle(E->gpu_t);
-        if (E->run_slot >= 0) {
-            if (E->run_end > now)
-                return;
-            si_slot_t *s = &E->slots[E->run_slot];
-            si_cmd_t *c = &s->cmds[E->run_cmd];
-            log_cmd(E->run_slot, c, E->run_end - c->dur_ns, E->run_end);
-            E->gpu_t = E->run_end;
-            E->run_slot = -1;
-            pop_head(s, c->stream, E->gpu_t);
-            continue;
-        }
-        /* Earliest time any runnable timed command could start. */
-        int64_t t0 = INT64_MAX;
-        for (int i = 0; i < SI_SLOTS; i++) {
-            si_slot_t *s = &E->slots[i];
-            if (!s->in_use)
-                continue;
-            for (int k = 0; k < s->nstreams; k++) {
-                int h = s->streams[k].head;
-                if (h < 0)
-                    continue;
-                si_cmd_t *c = &s->cmds[h];
-                if ((c->kind != SI_K_KERNEL && c->kind != SI_K_COPY) || c->submit_ns > now ||
-                    !eligible(s, c))
-                    continue;
-                int64_t a = c->submit_ns > E->gpu_t ? c->submit_ns : E->gpu_t;
-                if (a < t0)
-                    t0 = a;
-            }
-        }
-        if (t0 == INT64_MAX) {
-            if (E->gpu_t < now)
-                E->gpu_t = now;
-            return;
-        }
-        /* Time slicing: the current process keeps the GPU until its slice ends; then the next
-         * process (round robin) with runnable work. Oldest command first within a process. */
-        int pick_slot = -1, pick_cmd = -1;
-        for (int n = 0; n <= SI_SLOTS && pick_slot < 0; n++) {
-            int i;
-            if (n == 0) {
-                if (E->cur_slot < 0 || t0 - E->slice_start >= E->slice_ns)
-                    continue;
-                i = E->cur_slot;
-            } else {
-                i = ((E->cur_slot < 0 ? -1 : E->cur_slot) + n) % SI_SLOTS;
-            }
-            si_slot_t *s = &E->slots[i];
-            if (!s->in_use)
-                continue;
-            uint64_t best = UINT64_MAX;
-            for (int k = 0; k < s->nstreams; k++) {
-                int h = s->streams[k].head;
-                if (h < 0)
-                    continue;
-                si_cmd_t *c = &s->cmds[h];
-                if ((c->kind == SI_K_KERNEL || c->kind == SI_K_COPY) && c->submit_ns <= t0 &&
-                    c->gseq < best && eligible(s, c)) {
-                    best = c->gseq;
-                    pick_slot = i;
-                    pick_cmd = h;
-                }
-            }
-        }
-        if (pick_slot < 0)
-            return; /* cannot happen: t0 had a candidate */
-        if (pick_slot != E->cur_slot || t0 - E->slice_start >= E->slice_ns) {
-            E->cur_slot = pick_slot;
-            E->slice_start = t0;
-        }
-        E->run_slot = pick_slot;
-        E->run_cmd = pick_cmd;
-        E->run_end = t0 + E->slots[pick_slot].cmds[pick_cmd].dur_ns;
-        E->gpu_t = t0;
-    }
+	if (now - E->last_reap > 20000000LL) {
+		E->last_reap = now;
+		reap_dead();
+	}
+	for (int guard = 0; guard < 100000; guard++) {
+		settle(E->gpu_t);
+		if (E->run_slot >= 0) {
+			if (E->run_end > now)
+				return;
+			si_slot_t *s = &E->slots[E->run_slot];
+			si_cmd_t *c = &s->cmds[E->run_cmd];
+			log_cmd(E->run_slot, c, E->run_end - c->dur_ns, E->run_end);
+			E->gpu_t = E->run_end;
+			E->run_slot = -1;
+			pop_head(s, c->stream, E->gpu_t);
+			continue;
+		}
+		/* Earliest time any runnable timed command could start. */
+		int64_t t0 = INT64_MAX;
+		for (int i = 0; i < SI_SLOTS; i++) {
+			si_slot_t *s = &E->slots[i];
+			if (!s->in_use)
+				continue;
+			for (int k = 0; k < s->nstreams; k++) {
+				int h = s->streams[k].head;
+				if (h < 0)
+					continue;
+				si_cmd_t *c = &s->cmds[h];
+				if ((c->kind != SI_K_KERNEL && c->kind != SI_K_COPY) || c->submit_ns > now ||
+				    !eligible(s, c))
+					continue;
+				int64_t a = c->submit_ns > E->gpu_t ? c->submit_ns : E->gpu_t;
+				if (a < t0)
+					t0 = a;
+			}
+		}
+		if (t0 == INT64_MAX) {
+			if (E->gpu_t < now)
+				E->gpu_t = now;
+			return;
+		}
+		/* Time slicing: the current process keeps the GPU until its slice ends; then the next
+		 * process (round robin) with runnable work. Oldest command first within a process. */
+		int pick_slot = -1, pick_cmd = -1;
+		for (int n = 0; n <= SI_SLOTS && pick_slot < 0; n++) {
+			int i;
+			if (n == 0) {
+				if (E->cur_slot < 0 || t0 - E->slice_start >= E->slice_ns)
+					continue;
+				i = E->cur_slot;
+			} else {
+				i = ((E->cur_slot < 0 ? -1 : E->cur_slot) + n) % SI_SLOTS;
+			}
+			si_slot_t *s = &E->slots[i];
+			if (!s->in_use)
+				continue;
+			uint64_t best = UINT64_MAX;
+			for (int k = 0; k < s->nstreams; k++) {
+				int h = s->streams[k].head;
+				if (h < 0)
+					continue;
+				si_cmd_t *c = &s->cmds[h];
+				if ((c->kind == SI_K_KERNEL || c->kind == SI_K_COPY) && c->submit_ns <= t0 &&
+				    c->gseq < best && eligible(s, c)) {
+					best = c->gseq;
+					pick_slot = i;
+					pick_cmd = h;
+				}
+			}
+		}
+		if (pick_slot < 0)
+			return; /* cannot happen: t0 had a candidate */
+		if (pick_slot != E->cur_slot || t0 - E->slice_start >= E->slice_ns) {
+			E->cur_slot = pick_slot;
+			E->slice_start = t0;
+		}
+		E->run_slot = pick_slot;
+		E->run_cmd = pick_cmd;
+		E->run_end = t0 + E->slots[pick_slot].cmds[pick_cmd].dur_ns;
+		E->gpu_t = t0;
+	}
 }
 
 static void atfork_child(void)
 {
-    /* The child is a new process: it takes its own slot at its first call. */
-    pthread_mutex_init(&g_local, NULL);
-    g_slot = -1;
-    g_helper = 0;
+	/* The child is a new process: it takes its own slot at its first call. */
+	pthread_mutex_init(&g_local, NULL);
+	g_slot = -1;
+	g_helper = 0;
 }
 
 int si_engine_attach(void)
 {
-    pthread_mutex_lock(&g_local);
-    if (E && g_slot >= 0) {
-        pthread_mutex_unlock(&g_local);
-        return 0;
-    }
-    if (!E) {
-        const char *dir = getenv("GPUMUX_STANDIN_DIR");
-        char path[4096];
-        snprintf(path, sizeof path, "%s/gpumux-standin-%u", dir && *dir ? dir : "/dev/shm",
-                 (unsigned)getuid());
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            fprintf(stderr, "gpumux stand-in: cannot open %s: %s (set GPUMUX_STANDIN_DIR to a "
-                            "writable directory)\n", path, strerror(errno));
-            pthread_mutex_unlock(&g_local);
-            return -1;
-        }
-        flock(fd, LOCK_EX);
-        struct stat st;
-        int fresh = fstat(fd, &st) == 0 && st.st_size == 0;
-        if (fresh && ftruncate(fd, sizeof(si_shm_t)) != 0) {
-            fprintf(stderr, "gpumux stand-in: cannot size %s: %s\n", path, strerror(errno));
-            flock(fd, LOCK_UN);
-            close(fd);
-            pthread_mutex_unlock(&g_local);
-            return -1;
-        }
-        void *m = mmap(NULL, sizeof(si_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED) {
-            fprintf(stderr, "gpumux stand-in: cannot map %s: %s\n", path, strerror(errno));
-            flock(fd, LOCK_UN);
-            close(fd);
-            pthread_mutex_unlock(&g_local);
-            return -1;
-        }
-        si_shm_t *e = m;
-        if (fresh || e->magic != SI_MAGIC) {
-            memset(e, 0, sizeof *e);
-            pthread_mutexattr_t a;
-            pthread_mutexattr_init(&a);
-            pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-            pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-            pthread_mutex_init(&e->lock, &a);
-            pthread_mutexattr_destroy(&a);
-            e->slice_ns = 1000LL * env_long("GPUMUX_STANDIN_SLICE_US", 2000, 1, 10000000);
-            e->mem_total = (uint64_t)env_long("GPUMUX_STANDIN_MEM_MB", 16384, 1, 1 << 24) << 20;
-            e->run_slot = -1;
-            e->cur_slot = -1;
-            e->gpu_t = si_now_ns();
-            for (int i = 0; i < SI_SLOTS; i++)
-                slot_reset(&e->slots[i]);
-            e->version = SI_VERSION;
-            __atomic_store_n(&e->magic, SI_MAGIC, __ATOMIC_RELEASE);
-        } else if (e->version != SI_VERSION) {
-            fprintf(stderr, "gpumux stand-in: %s was made by another stand-in version; remove it\n",
-                    path);
-            munmap(m, sizeof(si_shm_t));
-            flock(fd, LOCK_UN);
-            close(fd);
-            pthread_mutex_unlock(&g_local);
-            return -1;
-        }
-        flock(fd, LOCK_UN);
-        close(fd);
-        E = e;
-        const char *log = getenv("GPUMUX_STANDIN_LOG");
-        if (log && *log)
-            g_log = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        pthread_atfork(NULL, NULL, atfork_child);
-    }
-    lock();
-    int slot = -1;
-    for (int i = 0; i < SI_SLOTS && slot < 0; i++)
-        if (!E->slots[i].in_use)
-            slot = i;
-    if (slot < 0) {
-        reap_dead();
-        for (int i = 0; i < SI_SLOTS && slot < 0; i++)
-            if (!E->slots[i].in_use)
-                slot = i;
-    }
-    if (slot >= 0) {
-        slot_reset(&E->slots[slot]);
-        E->slots[slot].in_use = 1;
-        E->slots[slot].pid = (int32_t)getpid();
-    }
-    unlock();
-    g_slot = slot;
-    pthread_mutex_unlock(&g_local);
-    if (slot < 0) {
-        fprintf(stderr, "gpumux stand-in: all %d process slots of the simulated GPU are taken\n",
-                SI_SLOTS);
-        return -1;
-    }
-    return 0;
+	pthread_mutex_lock(&g_local);
+	if (E && g_slot >= 0) {
+		pthread_mutex_unlock(&g_local);
+		return 0;
+	}
+	if (!E) {
+		const char *dir = getenv("GPUMUX_STANDIN_DIR");
+		char path[4096];
+		snprintf(path, sizeof path, "%s/gpumux-standin-%u", dir && *dir ? dir : "/dev/shm",
+			 (unsigned)getuid());
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			fprintf(stderr,
+				"gpumux stand-in: cannot open %s: %s (set GPUMUX_STANDIN_DIR to a "
+				"writable directory)\n",
+				path, strerror(errno));
+			pthread_mutex_unlock(&g_local);
+			return -1;
+		}
+		flock(fd, LOCK_EX);
+		struct stat st;
+		int fresh = fstat(fd, &st) == 0 && st.st_size == 0;
+		if (fresh && ftruncate(fd, sizeof(si_shm_t)) != 0) {
+			fprintf(stderr, "gpumux stand-in: cannot size %s: %s\n", path, strerror(errno));
+			flock(fd, LOCK_UN);
+			close(fd);
+			pthread_mutex_unlock(&g_local);
+			return -1;
+		}
+		void *m = mmap(NULL, sizeof(si_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			fprintf(stderr, "gpumux stand-in: cannot map %s: %s\n", path, strerror(errno));
+			flock(fd, LOCK_UN);
+			close(fd);
+			pthread_mutex_unlock(&g_local);
+			return -1;
+		}
+		si_shm_t *e = m;
+		if (fresh || e->magic != SI_MAGIC) {
+			memset(e, 0, sizeof *e);
+			pthread_mutexattr_t a;
+			pthread_mutexattr_init(&a);
+			pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+			pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+			pthread_mutex_init(&e->lock, &a);
+			pthread_mutexattr_destroy(&a);
+			e->slice_ns = 1000LL * env_long("GPUMUX_STANDIN_SLICE_US", 2000, 1, 10000000);
+			e->mem_total = (uint64_t)env_long("GPUMUX_STANDIN_MEM_MB", 16384, 1, 1 << 24) << 20;
+			e->run_slot = -1;
+			e->cur_slot = -1;
+			e->gpu_t = si_now_ns();
+			for (int i = 0; i < SI_SLOTS; i++)
+				slot_reset(&e->slots[i]);
+			e->version = SI_VERSION;
+			__atomic_store_n(&e->magic, SI_MAGIC, __ATOMIC_RELEASE);
+		} else if (e->version != SI_VERSION) {
+			fprintf(stderr,
+				"gpumux stand-in: %s was made by another stand-in version; remove it\n",
+				path);
+			munmap(m, sizeof(si_shm_t));
+			flock(fd, LOCK_UN);
+			close(fd);
+			pthread_mutex_unlock(&g_local);
+			return -1;
+		}
+		flock(fd, LOCK_UN);
+		close(fd);
+		E = e;
+		const char *log = getenv("GPUMUX_STANDIN_LOG");
+		if (log && *log)
+			g_log = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		pthread_atfork(NULL, NULL, atfork_child);
+	}
+	lock();
+	int slot = -1;
+	for (int i = 0; i < SI_SLOTS && slot < 0; i++)
+		if (!E->slots[i].in_use)
+			slot = i;
+	if (slot < 0) {
+		reap_dead();
+		for (int i = 0; i < SI_SLOTS && slot < 0; i++)
+			if (!E->slots[i].in_use)
+				slot = i;
+	}
+	if (slot >= 0) {
+		slot_reset(&E->slots[slot]);
+		E->slots[slot].in_use = 1;
+		E->slots[slot].pid = (int32_t)getpid();
+	}
+	unlock();
+	g_slot = slot;
+	pthread_mutex_unlock(&g_local);
+	if (slot < 0) {
+		fprintf(stderr, "gpumux stand-in: all %d process slots of the simulated GPU are taken\n",
+			SI_SLOTS);
+		return -1;
+	}
+	return 0;
 }
 
 void si_engine_forget(void)
 {
-    if (!E || g_slot < 0)
-        return;
-    lock();
-    if (E->run_slot == g_slot)
-        E->run_slot = -1;
-    slot_reset(&E->slots[g_slot]);
-    unlock();
-    g_slot = -1;
+	if (!E || g_slot < 0)
+		return;
+	lock();
+	if (E->run_slot == g_slot)
+		E->run_slot = -1;
+	slot_reset(&E->slots[g_slot]);
+	unlock();
+	g_slot = -1;
 }
 
 static si_slot_t *me(void)
 {
-    return &E->slots[g_slot];
+	return &E->slots[g_slot];
 }
 
 int si_stream_open(int kind, int ctx)
 {
-    lock();
-    si_slot_t *s = me();
-    int idx = -1;
-    for (int i = 0; i < SI_STREAMS; i++)
-        if (s->streams[i].kind == 0) {
-            idx = i;
-            break;
-        }
-    if (idx >= 0) {
-        si_stream_t *st = &s->streams[idx];
-        memset(st, 0, sizeof *st);
-        st->kind = kind;
-        st->ctx = ctx;
-        st->head = st->tail = -1;
-        if (idx >= s->nstreams)
-            s->nstreams = idx + 1;
-    }
-    unlock();
-    return idx;
+	lock();
+	si_slot_t *s = me();
+	int idx = -1;
+	for (int i = 0; i < SI_STREAMS; i++)
+		if (s->streams[i].kind == 0) {
+			idx = i;
+			break;
+		}
+	if (idx >= 0) {
+		si_stream_t *st = &s->streams[idx];
+		memset(st, 0, sizeof *st);
+		st->kind = kind;
+		st->ctx = ctx;
+		st->head = st->tail = -1;
+		if (idx >= s->nstreams)
+			s->nstreams = idx + 1;
+	}
+	unlock();
+	return idx;
 }
 
 void si_stream_close(int si)
 {
-    lock();
-    si_slot_t *s = me();
-    /* Pending work of a destroyed stream still runs (as on a GPU): close once it drained. */
-    advance(si_now_ns());
-    if (s->streams[si].head < 0)
-        s->streams[si].kind = 0;
-    else
-        s->streams[si].ctx = -1; /* orphaned: nobody can submit to it any more */
-    unlock();
+	lock();
+	si_slot_t *s = me();
+	/* Pending work of a destroyed stream still runs (as on a GPU): close once it drained. */
+	advance(si_now_ns());
+	if (s->streams[si].head < 0)
+		s->streams[si].kind = 0;
+	else
+		s->streams[si].ctx = -1; /* orphaned: nobody can submit to it any more */
+	unlock();
 }
 
 int si_stream_kind(int si)
 {
-    return E->slots[g_slot].streams[si].kind;
+	return E->slots[g_slot].streams[si].kind;
 }
 
 static void start_helper(void);
 
 uint64_t si_submit(const si_submit_t *in)
 {
-    lock();
-    si_slot_t *s = me();
-    int64_t now = si_now_ns();
-    advance(now);
-    if (s->free_head < 0) {
-        unlock();
-        return 0;
-    }
-    int ci = s->free_head;
-    si_cmd_t *c = &s->cmds[ci];
-    s->free_head = c->next;
-    memset(c, 0, sizeof *c);
-    si_stream_t *st = &s->streams[in->stream];
-    c->kind = in->kind;
-    c->stream = in->stream;
-    c->state = C_PENDING;
-    c->next = -1;
-    c->sseq = ++st->submitted;
-    c->gseq = ++s->gseq;
-    c->dur_ns = in->dur_ns;
-    c->submit_ns = now;
-    c->event = in->event;
-    c->wait_stream = in->wait_stream;
-    c->wait_seq = in->wait_seq;
-    c->hostfn = (uint64_t)(uintptr_t)in->hostfn;
-    c->user = (uint64_t)(uintptr_t)in->user;
-    c->bytes = in->bytes;
-    if (in->name)
-        snprintf(c->name, sizeof c->name, "%s", in->name);
-    if (in->kind == SI_K_RECORD) {
-        s->events[in->event].stream = in->stream;
-        s->events[in->event].seq = c->sseq;
-        s->events[in->event].time_ns = -1;
-    }
-    if (st->tail >= 0)
-        s->cmds[st->tail].next = ci;
-    else
-        st->head = ci;
-    st->tail = ci;
-    uint64_t seq = c->sseq;
-    advance(now);
-    unlock();
-    if (in->kind == SI_K_HOSTFN)
-        start_helper();
-    return seq;
+	lock();
+	si_slot_t *s = me();
+	int64_t now = si_now_ns();
+	advance(now);
+	if (s->free_head < 0) {
+		unlock();
+		return 0;
+	}
+	int ci = s->free_head;
+	si_cmd_t *c = &s->cmds[ci];
+	s->free_head = c->next;
+	memset(c, 0, sizeof *c);
+	si_stream_t *st = &s->streams[in->stream];
+	c->kind = in->kind;
+	c->stream = in->stream;
+	c->state = C_PENDING;
+	c->next = -1;
+	c->sseq = ++st->submitted;
+	c->gseq = ++s->gseq;
+	c->dur_ns = in->dur_ns;
+	c->submit_ns = now;
+	c->event = in->event;
+	c->wait_stream = in->wait_stream;
+	c->wait_seq = in->wait_seq;
+	c->hostfn = (uint64_t)(uintptr_t)in->hostfn;
+	c->user = (uint64_t)(uintptr_t)in->user;
+	c->bytes = in->bytes;
+	if (in->name)
+		snprintf(c->name, sizeof c->name, "%s", in->name);
+	if (in->kind == SI_K_RECORD) {
+		s->events[in->event].stream = in->stream;
+		s->events[in->event].seq = c->sseq;
+		s->events[in->event].time_ns = -1;
+	}
+	if (st->tail >= 0)
+		s->cmds[st->tail].next = ci;
+	else
+		st->head = ci;
+	st->tail = ci;
+	uint64_t seq = c->sseq;
+	advance(now);
+	unlock();
+	if (in->kind == SI_K_HOSTFN)
+		start_helper();
+	return seq;
 }
 
 static int stream_done_locked(int si, uint64_t seq)
 {
-    const si_stream_t *st = &me()->streams[si];
-    return st->done >= (seq ? seq : st->submitted);
+	const si_stream_t *st = &me()->streams[si];
+	return st->done >= (seq ? seq : st->submitted);
 }
 
 int si_stream_done(int si, uint64_t seq)
 {
-    lock();
-    advance(si_now_ns());
-    int r = stream_done_locked(si, seq);
-    unlock();
-    return r;
+	lock();
+	advance(si_now_ns());
+	int r = stream_done_locked(si, seq);
+	unlock();
+	return r;
 }
 
 static int ctx_done_locked(int ctx)
 {
-    const si_slot_t *s = me();
-    for (int i = 0; i < s->nstreams; i++)
-        if (s->streams[i].kind && (ctx < 0 || s->streams[i].ctx == ctx) && s->streams[i].head >= 0)
-            return 0;
-    return 1;
+	const si_slot_t *s = me();
+	for (int i = 0; i < s->nstreams; i++)
+		if (s->streams[i].kind && (ctx < 0 || s->streams[i].ctx == ctx) && s->streams[i].head >= 0)
+			return 0;
+	return 1;
 }
 
 int si_ctx_done(int ctx)
 {
-    lock();
-    advance(si_now_ns());
-    int r = ctx_done_locked(ctx);
-    unlock();
-    return r;
+	lock();
+	advance(si_now_ns());
+	int r = ctx_done_locked(ctx);
+	unlock();
+	return r;
 }
 
 int si_event_open(void)
 {
-    lock();
-    si_slot_t *s = me();
-    int idx = -1;
-    for (int i = 0; i < SI_EVENTS; i++)
-        if (!s->events[i].in_use) {
-            idx = i;
-            memset(&s->events[i], 0, sizeof s->events[i]);
-            s->events[i].in_use = 1;
-            s->events[i].stream = -1;
-            s->events[i].time_ns = -1;
-            break;
-        }
-    unlock();
-    return idx;
+	lock();
+	si_slot_t *s = me();
+	int idx = -1;
+	for (int i = 0; i < SI_EVENTS; i++)
+		if (!s->events[i].in_use) {
+			idx = i;
+			memset(&s->events[i], 0, sizeof s->events[i]);
+			s->events[i].in_use = 1;
+			s->events[i].stream = -1;
+			s->events[i].time_ns = -1;
+			break;
+		}
+	unlock();
+	return idx;
 }
 
 void si_event_close(int e)
 {
-    lock();
-    me()->events[e].in_use = 0;
-    unlock();
+	lock();
+	me()->events[e].in_use = 0;
+	unlock();
 }
 
 static int event_done_locked(int e)
 {
-    const si_event_t *ev = &me()->events[e];
-    if (ev->stream < 0)
-        return 1;
-    return me()->streams[ev->stream].done >= ev->seq || me()->streams[ev->stream].kind == 0;
+	const si_event_t *ev = &me()->events[e];
+	if (ev->stream < 0)
+		return 1;
+	return me()->streams[ev->stream].done >= ev->seq || me()->streams[ev->stream].kind == 0;
 }
 
 int si_event_done(int e)
 {
-    lock();
-    advance(si_now_ns());
-    int r = event_done_locked(e);
-    unlock();
-    return r;
+	lock();
+	advance(si_now_ns());
+	int r = event_done_locked(e);
+	unlock();
+	return r;
 }
 
 int64_t si_event_time(int e)
 {
-    lock();
-    advance(si_now_ns());
-    int64_t t = event_done_locked(e) ? me()->events[e].time_ns : -1;
-    unlock();
-    return t;
+	lock();
+	advance(si_now_ns());
+	int64_t t = event_done_locked(e) ? me()->events[e].time_ns : -1;
+	unlock();
+	return t;
 }
 
 int si_event_target(int e, int *stream, uint64_t *seq)
 {
-    lock();
-    const si_event_t *ev = &me()->events[e];
-    *stream = ev->stream;
-    *seq = ev->seq;
-    unlock();
-    return ev->stream >= 0;
+	lock();
+	const si_event_t *ev = &me()->events[e];
+	*stream = ev->stream;
+	*seq = ev->seq;
+	unlock();
+	return ev->stream >= 0;
 }
 
 /* Runs one of this process's host functions that reached its stream head; 1 if it ran one. */
 static int run_one_hostfn(void)
 {
-    lock();
-    advance(si_now_ns());
-    si_slot_t *s = me();
-    int found = -1;
-    for (int k = 0; k < s->nstreams && found < 0; k++) {
-        int h = s->streams[k].head;
-        if (h >= 0 && s->cmds[h].kind == SI_K_HOSTFN && s->cmds[h].state == C_PENDING &&
-            eligible(s, &s->cmds[h]))
-            found = h;
-    }
-    if (found < 0) {
-        unlock();
-        return 0;
-    }
-    si_cmd_t *c = &s->cmds[found];
-    c->state = C_HOST_RUNNING;
-    void (*fn)(void *) = (void (*)(void *))(uintptr_t)c->hostfn;
-    void *user = (void *)(uintptr_t)c->user;
-    int stream = c->stream;
-    unlock();
-    fn(user);
-    lock();
-    int64_t now = si_now_ns();
-    log_cmd(g_slot, c, now, now);
-    pop_head(s, stream, now);
-    advance(now);
-    unlock();
-    return 1;
+	lock();
+	advance(si_now_ns());
+	si_slot_t *s = me();
+	int found = -1;
+	for (int k = 0; k < s->nstreams && found < 0; k++) {
+		int h = s->streams[k].head;
+		if (h >= 0 && s->cmds[h].kind == SI_K_HOSTFN && s->cmds[h].state == C_PENDING &&
+		    eligible(s, &s->cmds[h]))
+			found = h;
+	}
+	if (found < 0) {
+		unlock();
+		return 0;
+	}
+	si_cmd_t *c = &s->cmds[found];
+	c->state = C_HOST_RUNNING;
+	void (*fn)(void *) = (void (*)(void *))(uintptr_t)c->hostfn;
+	void *user = (void *)(uintptr_t)c->user;
+	int stream = c->stream;
+	unlock();
+	fn(user);
+	lock();
+	int64_t now = si_now_ns();
+	log_cmd(g_slot, c, now, now);
+	pop_head(s, stream, now);
+	advance(now);
+	unlock();
+	return 1;
 }
 
 static void *helper_main(void *arg)
 {
-    (void)arg;
-    for (;;) {
-        while (run_one_hostfn())
-            ;
-        struct timespec ts = {0, 200000};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
+	(void)arg;
+	for (;;) {
+		while (run_one_hostfn())
+			;
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
 }
 
 static void start_helper(void)
 {
-    pthread_mutex_lock(&g_local);
-    if (!g_helper) {
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &a, helper_main, NULL) == 0)
-            g_helper = 1;
-        pthread_attr_destroy(&a);
-    }
-    pthread_mutex_unlock(&g_local);
+	pthread_mutex_lock(&g_local);
+	if (!g_helper) {
+		pthread_t t;
+		pthread_attr_t a;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &a, helper_main, NULL) == 0)
+			g_helper = 1;
+		pthread_attr_destroy(&a);
+	}
+	pthread_mutex_unlock(&g_local);
 }
 
 void si_wait(int (*check)(const void *), const void *arg)
 {
-    for (;;) {
-        while (run_one_hostfn())
-            ;
-        lock();
-        int64_t now = si_now_ns();
-        advance(now);
-        int ok = check(arg);
-        int64_t wake = E->run_slot >= 0 ? E->run_end : now + 1000000;
-        unlock();
-        if (ok)
-            return;
-        int64_t d = wake - now;
-        if (d > 1000000)
-            d = 1000000; /* others may submit meanwhile: look again within 1 ms */
-        if (d < 20000)
-            d = 20000;
-        struct timespec ts = {0, (long)d};
-        nanosleep(&ts, NULL);
-    }
+	for (;;) {
+		while (run_one_hostfn())
+			;
+		lock();
+		int64_t now = si_now_ns();
+		advance(now);
+		int ok = check(arg);
+		int64_t wake = E->run_slot >= 0 ? E->run_end : now + 1000000;
+		unlock();
+		if (ok)
+			return;
+		int64_t d = wake - now;
+		if (d > 1000000)
+			d = 1000000; /* others may submit meanwhile: look again within 1 ms */
+		if (d < 20000)
+			d = 20000;
+		struct timespec ts = {0, (long)d};
+		nanosleep(&ts, NULL);
+	}
 }
 
 static int chk_stream(const void *a)
 {
-    const uint64_t *v = a;
-    return stream_done_locked((int)v[0], v[1]);
+	const uint64_t *v = a;
+	return stream_done_locked((int)v[0], v[1]);
 }
 
 static int chk_ctx(const void *a)
 {
-    return ctx_done_locked(*(const int *)a);
+	return ctx_done_locked(*(const int *)a);
 }
 
 static int chk_event(const void *a)
 {
-    return event_done_locked(*(const int *)a);
+	return event_done_locked(*(const int *)a);
 }
 
 void si_wait_stream(int si, uint64_t seq)
 {
-    uint64_t v[2] = {(uint64_t)si, seq};
-    si_wait(chk_stream, v);
+	uint64_t v[2] = {(uint64_t)si, seq};
+	si_wait(chk_stream, v);
 }
 
 void si_wait_ctx(int ctx)
 {
-    si_wait(chk_ctx, &ctx);
+	si_wait(chk_ctx, &ctx);
 }
 
 void si_wait_event(int e)
 {
-    si_wait(chk_event, &e);
+	si_wait(chk_event, &e);
 }
 
 int si_mem_reserve(uint64_t bytes)
 {
-    lock();
-    uint64_t used = 0;
-    for (int i = 0; i < SI_SLOTS; i++)
-        if (E->slots[i].in_use)
-            used += E->slots[i].mem_bytes;
-    int ok = used + bytes <= E->mem_total;
-    if (ok)
-        me()->mem_bytes += bytes;
-    unlock();
-    return ok ? 0 : -1;
+	lock();
+	uint64_t used = 0;
+	for (int i = 0; i < SI_SLOTS; i++)
+		if (E->slots[i].in_use)
+			used += E->slots[i].mem_bytes;
+	int ok = used + bytes <= E->mem_total;
+	if (ok)
+		me()->mem_bytes += bytes;
+	unlock();
+	return ok ? 0 : -1;
 }
 
 void si_mem_release(uint64_t bytes)
 {
-    lock();
-    si_slot_t *s = me();
-    s->mem_bytes = s->mem_bytes > bytes ? s->mem_bytes - bytes : 0;
-    unlock();
+	lock();
+	si_slot_t *s = me();
+	s->mem_bytes = s->mem_bytes > bytes ? s->mem_bytes - bytes : 0;
+	unlock();
 }
 
 void si_mem_info(uint64_t *free_b, uint64_t *total_b)
 {
-    lock();
-    uint64_t used = 0;
-    for (int i = 0; i < SI_SLOTS; i++)
-        if (E->slots[i].in_use)
-            used += E->slots[i].mem_bytes;
-    *total_b = E->mem_total;
-    *free_b = used < E->mem_total ? E->mem_total - used : 0;
-    unlock();
+	lock();
+	uint64_t used = 0;
+	for (int i = 0; i < SI_SLOTS; i++)
+		if (E->slots[i].in_use)
+			used += E->slots[i].mem_bytes;
+	*total_b = E->mem_total;
+	*free_b = used < E->mem_total ? E->mem_total - used : 0;
+	unlock();
 }
 
 void si_engine_hang_locked(void)
 {
-    lock();
-    for (;;)
-        pause();
+	lock();
+	for (;;)
+		pause();
 }

@@ -13,13 +13,13 @@
 #ifndef GMX_STANDIN_ENGINE_H
 #define GMX_STANDIN_ENGINE_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#define SI_SLOTS 32       /* processes */
-#define SI_STREAMS 64     /* streams per process (legacy and per-thread included) */
-#define SI_EVENTS 256     /* events per process */
-#define SI_CMDS 2048      /* pending commands per process */
+#define SI_SLOTS 32   /* processes */
+#define SI_STREAMS 64 /* streams per process (legacy and per-thread included) */
+#define SI_EVENTS 256 /* events per process */
+#define SI_CMDS 2048  /* pending commands per process */
 #define SI_NAME 48
 
 enum { SI_K_KERNEL, SI_K_COPY, SI_K_RECORD, SI_K_WAIT, SI_K_HOSTFN };
@@ -27,16 +27,16 @@ enum { SI_S_LEGACY = 1, SI_S_BLOCKING, SI_S_NONBLOCKING };
 
 /* Submits a command; returns 0 or -1 when the process's command pool is full. Times in ns. */
 typedef struct {
-    int kind;
-    int stream;
-    int64_t dur_ns;
-    int event;            /* SI_K_RECORD: event index */
-    int wait_stream;      /* SI_K_WAIT: satisfied when wait_stream has done wait_seq */
-    uint64_t wait_seq;
-    void (*hostfn)(void *);
-    void *user;
-    const char *name;
-    uint64_t bytes;
+	int kind;
+	int stream;
+	int64_t dur_ns;
+	int event;	 /* SI_K_RECORD: event index */
+	int wait_stream; /* SI_K_WAIT: satisfied when wait_stream has done wait_seq */
+	uint64_t wait_seq;
+	void (*hostfn)(void *);
+	void *user;
+	const char *name;
+	uint64_t bytes;
 } si_submit_t;
 
 /* Attaches this process to the shared engine (creating it); 0, or -1 with a message. */

@@ -12,256 +12,256 @@
 
 static void *map_bytes(size_t n)
 {
-    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+	void *p =
+	    mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (si_mem_reserve(bytesize) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = map_bytes(bytesize);
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = p ? si__alloc_add((uintptr_t)p, bytesize, CU_MEMORYTYPE_DEVICE) : NULL;
-    pthread_mutex_unlock(&S.lock);
-    if (!a) {
-        if (p)
-            munmap(p, bytesize);
-        si_mem_release(bytesize);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *dptr = (CUdeviceptr)(uintptr_t)p;
-    return CUDA_SUCCESS;
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!dptr || bytesize == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (si_mem_reserve(bytesize) != 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	void *p = map_bytes(bytesize);
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = p ? si__alloc_add((uintptr_t)p, bytesize, CU_MEMORYTYPE_DEVICE) : NULL;
+	pthread_mutex_unlock(&S.lock);
+	if (!a) {
+		if (p)
+			munmap(p, bytesize);
+		si_mem_release(bytesize);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*dptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    (void)flags;
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    void *p = map_bytes(bytesize);
-    unsigned char *res = calloc(si__chunks(bytesize), 1);
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = p && res ? si__alloc_add((uintptr_t)p, bytesize, KIND_MANAGED) : NULL;
-    if (a)
-        a->resident = res;
-    pthread_mutex_unlock(&S.lock);
-    if (!a) {
-        if (p)
-            munmap(p, bytesize);
-        free(res);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *dptr = (CUdeviceptr)(uintptr_t)p;
-    // cppcheck-suppress memleak ; res is owned by the allocation record (a->resident)
-    return CUDA_SUCCESS;
+	REQUIRE_CTX(c);
+	(void)c;
+	(void)flags;
+	if (!dptr || bytesize == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	void *p = map_bytes(bytesize);
+	unsigned char *res = calloc(si__chunks(bytesize), 1);
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = p && res ? si__alloc_add((uintptr_t)p, bytesize, KIND_MANAGED) : NULL;
+	if (a)
+		a->resident = res;
+	pthread_mutex_unlock(&S.lock);
+	if (!a) {
+		if (p)
+			munmap(p, bytesize);
+		free(res);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*dptr = (CUdeviceptr)(uintptr_t)p;
+	// cppcheck-suppress memleak ; res is owned by the allocation record (a->resident)
+	return CUDA_SUCCESS;
 }
 
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!pp)
-        return CUDA_ERROR_INVALID_VALUE;
-    void *p = map_bytes(bytesize);
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = p ? si__alloc_add((uintptr_t)p, bytesize, CU_MEMORYTYPE_HOST) : NULL;
-    if (a)
-        a->host_flags = flags;
-    pthread_mutex_unlock(&S.lock);
-    if (!a) {
-        if (p)
-            munmap(p, bytesize);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *pp = p;
-    return CUDA_SUCCESS;
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	void *p = map_bytes(bytesize);
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = p ? si__alloc_add((uintptr_t)p, bytesize, CU_MEMORYTYPE_HOST) : NULL;
+	if (a)
+		a->host_flags = flags;
+	pthread_mutex_unlock(&S.lock);
+	if (!a) {
+		if (p)
+			munmap(p, bytesize);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*pp = p;
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    return host_alloc(pp, bytesize, 0);
+	return host_alloc(pp, bytesize, 0);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    return host_alloc(pp, bytesize, Flags);
+	return host_alloc(pp, bytesize, Flags);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
-    REQUIRE_INIT();
-    if (!pFlags)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = si__alloc_find((uintptr_t)p);
-    int ok = a && a->kind == CU_MEMORYTYPE_HOST;
-    if (ok)
-        *pFlags = a->host_flags;
-    pthread_mutex_unlock(&S.lock);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	REQUIRE_INIT();
+	if (!pFlags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find((uintptr_t)p);
+	int ok = a && a->kind == CU_MEMORYTYPE_HOST;
+	if (ok)
+		*pFlags = a->host_flags;
+	pthread_mutex_unlock(&S.lock);
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult free_kind(uintptr_t p, int host)
 {
-    REQUIRE_INIT();
-    if (p == 0)
-        return CUDA_SUCCESS;
-    si_wait_ctx(-1); /* freeing synchronises the device, as the driver does */
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = si__alloc_find(p);
-    if (!a || a->base != p || (host != (a->kind == CU_MEMORYTYPE_HOST))) {
-        pthread_mutex_unlock(&S.lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (a->kind == CU_MEMORYTYPE_DEVICE)
-        si_mem_release(a->size);
-    if (a->kind == KIND_MANAGED)
-        for (size_t i = 0; i < si__chunks(a->size); i++)
-            if (a->resident[i])
-                si_mem_release(si__chunk_bytes(a, i));
-    munmap((void *)a->base, a->size ? a->size : 1);
-    si__alloc_remove(a);
-    pthread_mutex_unlock(&S.lock);
-    return CUDA_SUCCESS;
+	REQUIRE_INIT();
+	if (p == 0)
+		return CUDA_SUCCESS;
+	si_wait_ctx(-1); /* freeing synchronises the device, as the driver does */
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find(p);
+	if (!a || a->base != p || (host != (a->kind == CU_MEMORYTYPE_HOST))) {
+		pthread_mutex_unlock(&S.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (a->kind == CU_MEMORYTYPE_DEVICE)
+		si_mem_release(a->size);
+	if (a->kind == KIND_MANAGED)
+		for (size_t i = 0; i < si__chunks(a->size); i++)
+			if (a->resident[i])
+				si_mem_release(si__chunk_bytes(a, i));
+	munmap((void *)a->base, a->size ? a->size : 1);
+	si__alloc_remove(a);
+	pthread_mutex_unlock(&S.lock);
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-    return free_kind((uintptr_t)dptr, 0);
+	return free_kind((uintptr_t)dptr, 0);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 {
-    return free_kind((uintptr_t)p, 1);
+	return free_kind((uintptr_t)p, 1);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!free_b || !total_b)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t f, t;
-    si_mem_info(&f, &t);
-    *free_b = f;
-    *total_b = t;
-    return CUDA_SUCCESS;
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!free_b || !total_b)
+		return CUDA_ERROR_INVALID_VALUE;
+	uint64_t f, t;
+	si_mem_info(&f, &t);
+	*free_b = f;
+	*total_b = t;
+	return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
-                                                 CUdeviceptr ptr)
+SI_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    REQUIRE_INIT();
-    if (!data)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = si__alloc_find((uintptr_t)ptr);
-    CUresult r = CUDA_SUCCESS;
-    if (!a) {
-        r = CUDA_ERROR_INVALID_VALUE; /* pageable host memory or garbage, as the driver says */
-    } else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-        *(unsigned *)data = a->kind == KIND_MANAGED ? CU_MEMORYTYPE_UNIFIED : (unsigned)a->kind;
-    } else if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED) {
-        *(unsigned *)data = a->kind == KIND_MANAGED;
-    } else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) {
-        *(CUdeviceptr *)data = a->base;
-    } else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
-        *(size_t *)data = a->size;
-    } else {
-        r = CUDA_ERROR_NOT_SUPPORTED;
-    }
-    pthread_mutex_unlock(&S.lock);
-    return r;
+	REQUIRE_INIT();
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find((uintptr_t)ptr);
+	CUresult r = CUDA_SUCCESS;
+	if (!a) {
+		r = CUDA_ERROR_INVALID_VALUE; /* pageable host memory or garbage, as the driver says */
+	} else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+		*(unsigned *)data = a->kind == KIND_MANAGED ? CU_MEMORYTYPE_UNIFIED : (unsigned)a->kind;
+	} else if (attribute == CU_POINTER_ATTRIBUTE_IS_MANAGED) {
+		*(unsigned *)data = a->kind == KIND_MANAGED;
+	} else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) {
+		*(CUdeviceptr *)data = a->base;
+	} else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
+		*(size_t *)data = a->size;
+	} else {
+		r = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	pthread_mutex_unlock(&S.lock);
+	return r;
 }
 
 /* Checks [p, p+n) lies in one allocation (any kind when host_ok). */
 static int range_ok(uintptr_t p, size_t n, int host_ok)
 {
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = si__alloc_find(p);
-    int ok = a && p + n <= a->base + a->size && (host_ok || a->kind != CU_MEMORYTYPE_HOST);
-    pthread_mutex_unlock(&S.lock);
-    return ok;
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find(p);
+	int ok = a && p + n <= a->base + a->size && (host_ok || a->kind != CU_MEMORYTYPE_HOST);
+	pthread_mutex_unlock(&S.lock);
+	return ok;
 }
 
 static int64_t copy_ns(size_t n)
 {
-    return (int64_t)(n / LINK_BYTES_PER_US) * 1000 + 1000;
+	return (int64_t)(n / LINK_BYTES_PER_US) * 1000 + 1000;
 }
 
 /* Copies now (the data is visible at once) and occupies the simulated GPU for the transfer
  * time on the stream, so ordering and timing follow the stream. */
 static CUresult copy_async(void *dst, const void *src, size_t n, CUstream h, int ptsz, int sync)
 {
-    int si;
-    CUresult r = si__resolve_stream(h, ptsz, &si);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (n)
-        memmove(dst, src, n);
-    si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n};
-    uint64_t seq = si_submit(&s);
-    if (!seq)
-        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-    if (sync)
-        si_wait_stream(si, seq);
-    return CUDA_SUCCESS;
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (n)
+		memmove(dst, src, n);
+	si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n};
+	uint64_t seq = si_submit(&s);
+	if (!seq)
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	if (sync)
+		si_wait_stream(si, seq);
+	return CUDA_SUCCESS;
 }
 
 #define DEV(p) ((void *)(uintptr_t)(p))
 
 SI_EXPORT CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!range_ok(dstDevice, ByteCount, 0) || !srcHost)
-        return CUDA_ERROR_INVALID_VALUE;
-    return copy_async(DEV(dstDevice), srcHost, ByteCount, NULL, 0, 1);
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!range_ok(dstDevice, ByteCount, 0) || !srcHost)
+		return CUDA_ERROR_INVALID_VALUE;
+	return copy_async(DEV(dstDevice), srcHost, ByteCount, NULL, 0, 1);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!range_ok(srcDevice, ByteCount, 0) || !dstHost)
-        return CUDA_ERROR_INVALID_VALUE;
-    return copy_async(dstHost, DEV(srcDevice), ByteCount, NULL, 0, 1);
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!range_ok(srcDevice, ByteCount, 0) || !dstHost)
+		return CUDA_ERROR_INVALID_VALUE;
+	return copy_async(dstHost, DEV(srcDevice), ByteCount, NULL, 0, 1);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!range_ok(dstDevice, ByteCount, 0) || !range_ok(srcDevice, ByteCount, 0))
-        return CUDA_ERROR_INVALID_VALUE;
-    return copy_async(DEV(dstDevice), DEV(srcDevice), ByteCount, NULL, 0, 1);
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!range_ok(dstDevice, ByteCount, 0) || !range_ok(srcDevice, ByteCount, 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	return copy_async(DEV(dstDevice), DEV(srcDevice), ByteCount, NULL, 0, 1);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!dst || !src)
-        return CUDA_ERROR_INVALID_VALUE;
-    return copy_async(DEV(dst), DEV(src), ByteCount, NULL, 0, 1);
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!dst || !src)
+		return CUDA_ERROR_INVALID_VALUE;
+	return copy_async(DEV(dst), DEV(src), ByteCount, NULL, 0, 1);
 }
 
-#define COPY_ASYNC_PAIR(NAME, DT, ST, DCHK, SCHK)                                               \
-    static CUresult NAME##_impl(DT dst, ST src, size_t n, CUstream h, int ptsz)                \
-    {                                                                                          \
-        REQUIRE_CTX(c);                                                                        \
-        (void)c;                                                                               \
-        if (!(DCHK) || !(SCHK))                                                                \
-            return CUDA_ERROR_INVALID_VALUE;                                                   \
-        return copy_async((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, h, ptsz, 0); \
-    }
+#define COPY_ASYNC_PAIR(NAME, DT, ST, DCHK, SCHK)                                                            \
+	static CUresult NAME##_impl(DT dst, ST src, size_t n, CUstream h, int ptsz)                          \
+	{                                                                                                    \
+		REQUIRE_CTX(c);                                                                              \
+		(void)c;                                                                                     \
+		if (!(DCHK) || !(SCHK))                                                                      \
+			return CUDA_ERROR_INVALID_VALUE;                                                     \
+		return copy_async((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, h, ptsz, 0);      \
+	}
 
 COPY_ASYNC_PAIR(htod, CUdeviceptr, const void *, range_ok(dst, n, 0), src != NULL)
 COPY_ASYNC_PAIR(dtoh, void *, CUdeviceptr, dst != NULL, range_ok(src, n, 0))
@@ -270,100 +270,102 @@ COPY_ASYNC_PAIR(any, CUdeviceptr, CUdeviceptr, dst != 0, src != 0)
 
 SI_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h)
 {
-    return htod_impl(d, s, n, h, 0);
+	return htod_impl(d, s, n, h, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h)
 {
-    return htod_impl(d, s, n, h, 1);
+	return htod_impl(d, s, n, h, 1);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return dtoh_impl(d, s, n, h, 0);
+	return dtoh_impl(d, s, n, h, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return dtoh_impl(d, s, n, h, 1);
+	return dtoh_impl(d, s, n, h, 1);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return dtod_impl(d, s, n, h, 0);
+	return dtod_impl(d, s, n, h, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return dtod_impl(d, s, n, h, 1);
+	return dtod_impl(d, s, n, h, 1);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return any_impl(d, s, n, h, 0);
+	return any_impl(d, s, n, h, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return any_impl(d, s, n, h, 1);
+	return any_impl(d, s, n, h, 1);
 }
 
-static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUstream h, int ptsz,
-                            int sync)
+static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUstream h, int ptsz, int sync)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    if (!range_ok(d, n * (size_t)width, 0))
-        return CUDA_ERROR_INVALID_VALUE;
-    unsigned char *p = DEV(d);
-    for (size_t i = 0; i < n; i++) {
-        if (width == 1)
-            p[i] = (unsigned char)v;
-        else if (width == 2) {
-            unsigned short x = (unsigned short)v;
-            memcpy(p + 2 * i, &x, 2);
-        } else {
-            memcpy(p + 4 * i, &v, 4);
-        }
-    }
-    int si;
-    CUresult r = si__resolve_stream(h, ptsz, &si);
-    if (r != CUDA_SUCCESS)
-        return r;
-    si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n * (size_t)width),
-                     .name = "memset", .bytes = n * (size_t)width};
-    uint64_t seq = si_submit(&s);
-    if (!seq)
-        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-    if (sync)
-        si_wait_stream(si, seq);
-    return CUDA_SUCCESS;
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!range_ok(d, n * (size_t)width, 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	unsigned char *p = DEV(d);
+	for (size_t i = 0; i < n; i++) {
+		if (width == 1)
+			p[i] = (unsigned char)v;
+		else if (width == 2) {
+			unsigned short x = (unsigned short)v;
+			memcpy(p + 2 * i, &x, 2);
+		} else {
+			memcpy(p + 4 * i, &v, 4);
+		}
+	}
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r != CUDA_SUCCESS)
+		return r;
+	si_submit_t s = {.kind = SI_K_COPY,
+			 .stream = si,
+			 .dur_ns = copy_ns(n * (size_t)width),
+			 .name = "memset",
+			 .bytes = n * (size_t)width};
+	uint64_t seq = si_submit(&s);
+	if (!seq)
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	if (sync)
+		si_wait_stream(si, seq);
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr d, unsigned char uc, size_t N)
 {
-    return memset_impl(d, uc, N, 1, NULL, 0, 1);
+	return memset_impl(d, uc, N, 1, NULL, 0, 1);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr d, unsigned int ui, size_t N)
 {
-    return memset_impl(d, ui, N, 4, NULL, 0, 1);
+	return memset_impl(d, ui, N, 4, NULL, 0, 1);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
 {
-    return memset_impl(d, uc, N, 1, h, 0, 0);
+	return memset_impl(d, uc, N, 1, h, 0, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
 {
-    return memset_impl(d, uc, N, 1, h, 1, 0);
+	return memset_impl(d, uc, N, 1, h, 1, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
 {
-    return memset_impl(d, us, N, 2, h, 0, 0);
+	return memset_impl(d, us, N, 2, h, 0, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
 {
-    return memset_impl(d, us, N, 2, h, 1, 0);
+	return memset_impl(d, us, N, 2, h, 1, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
 {
-    return memset_impl(d, ui, N, 4, h, 0, 0);
+	return memset_impl(d, ui, N, 4, h, 0, 0);
 }
 SI_EXPORT CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
 {
-    return memset_impl(d, ui, N, 4, h, 1, 0);
+	return memset_impl(d, ui, N, 4, h, 1, 0);
 }
 
 /* Prefetch to the device makes the range resident (evicting this process's oldest managed
@@ -371,52 +373,50 @@ SI_EXPORT CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui,
  * the stream for its link time. */
 static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, CUstream h, int ptsz)
 {
-    REQUIRE_CTX(c);
-    (void)c;
-    pthread_mutex_lock(&S.lock);
-    alloc_t *a = si__alloc_find((uintptr_t)p);
-    if (!a || a->kind != KIND_MANAGED || (uintptr_t)p + n > a->base + a->size) {
-        pthread_mutex_unlock(&S.lock);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    size_t c0 = ((uintptr_t)p - a->base) / CHUNK, c1 = ((uintptr_t)p + n - a->base + CHUNK - 1) / CHUNK;
-    uint64_t moved = 0;
-    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id == 0) {
-        moved = si__make_resident(a, c0, c1);
-    } else if (loc.type == CU_MEM_LOCATION_TYPE_HOST) {
-        for (size_t i = c0; i < c1; i++)
-            if (a->resident[i]) {
-                a->resident[i] = 0;
-                si_mem_release(si__chunk_bytes(a, i));
-                moved += si__chunk_bytes(a, i);
-            }
-    } else {
-        pthread_mutex_unlock(&S.lock);
-        return CUDA_ERROR_INVALID_DEVICE;
-    }
-    pthread_mutex_unlock(&S.lock);
-    int si;
-    CUresult r = si__resolve_stream(h, ptsz, &si);
-    if (r != CUDA_SUCCESS)
-        return r;
-    si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(moved), .name = "prefetch",
-                     .bytes = moved};
-    return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	REQUIRE_CTX(c);
+	(void)c;
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find((uintptr_t)p);
+	if (!a || a->kind != KIND_MANAGED || (uintptr_t)p + n > a->base + a->size) {
+		pthread_mutex_unlock(&S.lock);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	size_t c0 = ((uintptr_t)p - a->base) / CHUNK, c1 = ((uintptr_t)p + n - a->base + CHUNK - 1) / CHUNK;
+	uint64_t moved = 0;
+	if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id == 0) {
+		moved = si__make_resident(a, c0, c1);
+	} else if (loc.type == CU_MEM_LOCATION_TYPE_HOST) {
+		for (size_t i = c0; i < c1; i++)
+			if (a->resident[i]) {
+				a->resident[i] = 0;
+				si_mem_release(si__chunk_bytes(a, i));
+				moved += si__chunk_bytes(a, i);
+			}
+	} else {
+		pthread_mutex_unlock(&S.lock);
+		return CUDA_ERROR_INVALID_DEVICE;
+	}
+	pthread_mutex_unlock(&S.lock);
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r != CUDA_SUCCESS)
+		return r;
+	si_submit_t s = {
+	    .kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(moved), .name = "prefetch", .bytes = moved};
+	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }
 
-SI_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
-                                                 CUmemLocation location, unsigned int flags,
-                                                 CUstream hStream)
+SI_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+						 unsigned int flags, CUstream hStream)
 {
-    (void)flags;
-    return prefetch(devPtr, count, location, hStream, 0);
+	(void)flags;
+	return prefetch(devPtr, count, location, hStream, 0);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
-                                                      CUmemLocation location, unsigned int flags,
-                                                      CUstream hStream)
+						      CUmemLocation location, unsigned int flags,
+						      CUstream hStream)
 {
-    (void)flags;
-    return prefetch(devPtr, count, location, hStream, 1);
+	(void)flags;
+	return prefetch(devPtr, count, location, hStream, 1);
 }
-

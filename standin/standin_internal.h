@@ -29,63 +29,62 @@
 #define MAX_FN 1024
 #define MAX_PARAMS 64
 #define MAX_ALLOC 4096
-#define CHUNK (2u << 20)            /* residency granularity: the driver's 2 MB root chunk */
-#define FAULT_NS_PER_64K 31790      /* ~31.79 µs per demand fault of a 64 KB big page */
-#define LINK_BYTES_PER_US 25000ull  /* bulk copies and prefetch: 25 GB/s */
+#define CHUNK (2u << 20)	   /* residency granularity: the driver's 2 MB root chunk */
+#define FAULT_NS_PER_64K 31790	   /* ~31.79 µs per demand fault of a 64 KB big page */
+#define LINK_BYTES_PER_US 25000ull /* bulk copies and prefetch: 25 GB/s */
 
 struct CUctx_st {
-    int in_use, id, primary, refs, legacy;
+	int in_use, id, primary, refs, legacy;
 };
 struct CUstream_st {
-    int in_use, si, ctx;
-    unsigned flags;
+	int in_use, si, ctx;
+	unsigned flags;
 };
 struct CUevent_st {
-    int in_use, ei;
-    unsigned flags;
+	int in_use, ei;
+	unsigned flags;
 };
 struct CUfunc_st {
-    int in_use;
-    struct CUmod_st *mod;
-    char name[SI_NAME];
-    int64_t dur_ns;
-    int nparams;
-    size_t off[MAX_PARAMS], size[MAX_PARAMS];
-    int ptr[MAX_PARAMS];
-    /* A pointer's extent: ext_mul x the value of parameter ext_arg bytes (ext_arg -1: the
-     * rest of its allocation). */
-    int ext_arg[MAX_PARAMS];
-    uint64_t ext_mul[MAX_PARAMS];
+	int in_use;
+	struct CUmod_st *mod;
+	char name[SI_NAME];
+	int64_t dur_ns;
+	int nparams;
+	size_t off[MAX_PARAMS], size[MAX_PARAMS];
+	int ptr[MAX_PARAMS];
+	/* A pointer's extent: ext_mul x the value of parameter ext_arg bytes (ext_arg -1: the
+	 * rest of its allocation). */
+	int ext_arg[MAX_PARAMS];
+	uint64_t ext_mul[MAX_PARAMS];
 };
 struct CUmod_st {
-    int in_use;
+	int in_use;
 };
 
 typedef struct {
-    uintptr_t base;
-    size_t size;
-    int kind; /* CU_MEMORYTYPE_DEVICE, _HOST, or 0x10 managed */
-    unsigned host_flags;
-    unsigned char *resident; /* managed: one byte per 2 MB chunk */
-    uint64_t seq;
+	uintptr_t base;
+	size_t size;
+	int kind; /* CU_MEMORYTYPE_DEVICE, _HOST, or 0x10 managed */
+	unsigned host_flags;
+	unsigned char *resident; /* managed: one byte per 2 MB chunk */
+	uint64_t seq;
 } alloc_t;
 
 #define KIND_MANAGED 0x10
 
 typedef struct {
-    pthread_mutex_t lock;
-    int init;
-    struct CUctx_st ctx[MAX_CTX];
-    struct CUstream_st streams[SI_STREAMS];
-    struct CUevent_st events[SI_EVENTS];
-    struct CUmod_st mods[MAX_MOD];
-    struct CUfunc_st fns[MAX_FN];
-    alloc_t allocs[MAX_ALLOC];
-    int nallocs;
-    uint64_t alloc_seq;
-    int primary_refs;
+	pthread_mutex_t lock;
+	int init;
+	struct CUctx_st ctx[MAX_CTX];
+	struct CUstream_st streams[SI_STREAMS];
+	struct CUevent_st events[SI_EVENTS];
+	struct CUmod_st mods[MAX_MOD];
+	struct CUfunc_st fns[MAX_FN];
+	alloc_t allocs[MAX_ALLOC];
+	int nallocs;
+	uint64_t alloc_seq;
+	int primary_refs;
 } si_state_t;
-
 
 /* The process's tables (standin.c). */
 extern si_state_t si__state;
@@ -97,18 +96,18 @@ extern __thread int tl_ptds[MAX_CTX]; /* engine stream index + 1 of this thread'
 extern __thread int tl_ptds_gen;
 extern int g_gen; /* bumped in a forked child: per-thread state of the parent is void */
 
-#define REQUIRE_INIT()                                                                         \
-    do {                                                                                       \
-        if (!S.init)                                                                           \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                 \
-    } while (0)
+#define REQUIRE_INIT()                                                                                       \
+	do {                                                                                                 \
+		if (!S.init)                                                                                 \
+			return CUDA_ERROR_NOT_INITIALIZED;                                                   \
+	} while (0)
 
-#define REQUIRE_CTX(c)                                                                         \
-    struct CUctx_st *c = si__cur_ctx();                                                        \
-    if (!S.init)                                                                               \
-        return CUDA_ERROR_NOT_INITIALIZED;                                                     \
-    if (!c)                                                                                    \
-    return CUDA_ERROR_INVALID_CONTEXT
+#define REQUIRE_CTX(c)                                                                                       \
+	struct CUctx_st *c = si__cur_ctx();                                                                  \
+	if (!S.init)                                                                                         \
+		return CUDA_ERROR_NOT_INITIALIZED;                                                           \
+	if (!c)                                                                                              \
+	return CUDA_ERROR_INVALID_CONTEXT
 
 /* The current context of this thread, or NULL. */
 struct CUctx_st *si__cur_ctx(void);

@@ -31,231 +31,232 @@
 
 #include "gmx_proto.h"
 
-#define CU(call)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            fprintf(stderr, "e2e_client: %s:%d: %s returned %d\n", __FILE__, __LINE__, #call,  \
-                    (int)r_);                                                                  \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define CU(call)                                                                                             \
+	do {                                                                                                 \
+		CUresult r_ = (call);                                                                        \
+		if (r_ != CUDA_SUCCESS) {                                                                    \
+			fprintf(stderr, "e2e_client: %s:%d: %s returned %d\n", __FILE__, __LINE__, #call,    \
+				(int)r_);                                                                    \
+			exit(1);                                                                             \
+		}                                                                                            \
+	} while (0)
 
 static long long now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* Speaks to gpumuxd like a broken or hostile client would; returns 0 once it was cut off. */
 static int hostile(const char *how)
 {
-    const char *dir = getenv("GPUMUX_RUNTIME_DIR");
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir ? dir : GMX_RUNTIME_DIR_DEFAULT,
-             GMX_SOCKET_NAME);
-    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        perror("e2e_client: connect");
-        return 1;
-    }
-    if (strcmp(how, "bad-hello") == 0) {
-        char junk[40];
-        memset(junk, 0xA5, sizeof junk);
-        send(s, junk, sizeof junk, 0);
-    } else {
-        gmx_msg_hello_t h;
-        memset(&h, 0, sizeof h);
-        gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
-        h.priority = 3;
-        h.pid = getpid();
-        snprintf(h.name, sizeof h.name, "%s", strcmp(how, "stall") == 0 ? "stall" : "hostile");
-        send(s, &h, sizeof h, 0);
-        gmx_msg_welcome_t w;
-        char cbuf[CMSG_SPACE(3 * sizeof(int))];
-        struct iovec iov = {.iov_base = &w, .iov_len = sizeof w};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                            .msg_controllen = sizeof cbuf};
-        if (recvmsg(s, &mh, 0) != (ssize_t)sizeof w || w.h.type != GMX_MSG_WELCOME) {
-            fprintf(stderr, "e2e_client: no WELCOME\n");
-            return 1;
-        }
-        int fds[3];
-        memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fds);
-        gmx_shm_region_t *r = mmap(NULL, w.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                                   fds[0], 0);
-        if (r == MAP_FAILED)
-            return 1;
-        int wake;
-        uint64_t one = 1;
-        if (strcmp(how, "stall") == 0) {
-            /* A launch notice, then silence once it is granted: never a completion, never
-             * another read. */
-            gmx_ring_entry_t e = {.type = GMX_UP_NOTICE, .a = 0, .seq = 1, .x = 42};
-            gmx_ring_push(&r->up, &e, &wake);
-            if (write(fds[1], &one, sizeof one) < 0)
-                perror("e2e_client: eventfd");
-            int granted = 0;
-            for (int t = 0; t < 5000 && !granted; t++) {
-                granted = __atomic_load_n(&r->down.tail, __ATOMIC_ACQUIRE) !=
-                          __atomic_load_n(&r->down.head, __ATOMIC_RELAXED);
-                struct timespec ms = {0, 1000000};
-                nanosleep(&ms, NULL);
-            }
-            if (!granted) {
-                fprintf(stderr, "e2e_client: the stalling client was never granted\n");
-                return 1;
-            }
-            printf("granted; now silent\n");
-            fflush(stdout);
-        } else {
-            /* An entry type that does not exist, then an impossible tail. */
-            gmx_ring_entry_t e = {.type = 999, .seq = 1};
-            gmx_ring_push(&r->up, &e, &wake);
-            if (write(fds[1], &one, sizeof one) < 0)
-                perror("e2e_client: eventfd");
-            __atomic_store_n(&r->up.tail, r->up.head + 5000, __ATOMIC_RELEASE);
-        }
-    }
-    /* The daemon must close the connection. */
-    char b[512];
-    for (;;) {
-        ssize_t n = recv(s, b, sizeof b, 0);
-        if (n == 0 || (n < 0 && errno != EINTR)) {
-            printf("closed by the daemon\n");
-            return 0;
-        }
-        if (n > 0 && ((gmx_msg_hdr_t *)b)->type == GMX_MSG_REFUSED) {
-            printf("refused: %s\n", ((gmx_msg_refused_t *)b)->reason);
-        }
-    }
+	const char *dir = getenv("GPUMUX_RUNTIME_DIR");
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir ? dir : GMX_RUNTIME_DIR_DEFAULT,
+		 GMX_SOCKET_NAME);
+	int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		perror("e2e_client: connect");
+		return 1;
+	}
+	if (strcmp(how, "bad-hello") == 0) {
+		char junk[40];
+		memset(junk, 0xA5, sizeof junk);
+		send(s, junk, sizeof junk, 0);
+	} else {
+		gmx_msg_hello_t h;
+		memset(&h, 0, sizeof h);
+		gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
+		h.priority = 3;
+		h.pid = getpid();
+		snprintf(h.name, sizeof h.name, "%s", strcmp(how, "stall") == 0 ? "stall" : "hostile");
+		send(s, &h, sizeof h, 0);
+		gmx_msg_welcome_t w;
+		char cbuf[CMSG_SPACE(3 * sizeof(int))];
+		struct iovec iov = {.iov_base = &w, .iov_len = sizeof w};
+		struct msghdr mh = {
+		    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+		if (recvmsg(s, &mh, 0) != (ssize_t)sizeof w || w.h.type != GMX_MSG_WELCOME) {
+			fprintf(stderr, "e2e_client: no WELCOME\n");
+			return 1;
+		}
+		int fds[3];
+		memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fds);
+		gmx_shm_region_t *r =
+		    mmap(NULL, w.region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+		if (r == MAP_FAILED)
+			return 1;
+		int wake;
+		uint64_t one = 1;
+		if (strcmp(how, "stall") == 0) {
+			/* A launch notice, then silence once it is granted: never a completion, never
+			 * another read. */
+			gmx_ring_entry_t e = {.type = GMX_UP_NOTICE, .a = 0, .seq = 1, .x = 42};
+			gmx_ring_push(&r->up, &e, &wake);
+			if (write(fds[1], &one, sizeof one) < 0)
+				perror("e2e_client: eventfd");
+			int granted = 0;
+			for (int t = 0; t < 5000 && !granted; t++) {
+				granted = __atomic_load_n(&r->down.tail, __ATOMIC_ACQUIRE) !=
+					  __atomic_load_n(&r->down.head, __ATOMIC_RELAXED);
+				struct timespec ms = {0, 1000000};
+				nanosleep(&ms, NULL);
+			}
+			if (!granted) {
+				fprintf(stderr, "e2e_client: the stalling client was never granted\n");
+				return 1;
+			}
+			printf("granted; now silent\n");
+			fflush(stdout);
+		} else {
+			/* An entry type that does not exist, then an impossible tail. */
+			gmx_ring_entry_t e = {.type = 999, .seq = 1};
+			gmx_ring_push(&r->up, &e, &wake);
+			if (write(fds[1], &one, sizeof one) < 0)
+				perror("e2e_client: eventfd");
+			__atomic_store_n(&r->up.tail, r->up.head + 5000, __ATOMIC_RELEASE);
+		}
+	}
+	/* The daemon must close the connection. */
+	char b[512];
+	for (;;) {
+		ssize_t n = recv(s, b, sizeof b, 0);
+		if (n == 0 || (n < 0 && errno != EINTR)) {
+			printf("closed by the daemon\n");
+			return 0;
+		}
+		if (n > 0 && ((gmx_msg_hdr_t *)b)->type == GMX_MSG_REFUSED) {
+			printf("refused: %s\n", ((gmx_msg_refused_t *)b)->reason);
+		}
+	}
 }
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
-    long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1, record_every = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--out"))
-            out = argv[i + 1];
-        else if (!strcmp(argv[i], "--kernels"))
-            kernels = argv[i + 1];
-        else if (!strcmp(argv[i], "--count"))
-            count = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--gap-us"))
-            gap_us = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--sync-every"))
-            sync_every = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--alloc-mb"))
-            alloc_mb = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--touch-mb"))
-            touch_mb = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--record-every"))
-            record_every = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--windows"))
-            windows = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--start-when"))
-            start_when = argv[i + 1];
-        else if (!strcmp(argv[i], "--hostile"))
-            how = argv[i + 1];
-        else {
-            fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
-    if (how)
-        return hostile(how);
-    FILE *log = out ? fopen(out, "w") : stdout;
-    if (!log) {
-        perror(out);
-        return 1;
-    }
-    setvbuf(log, NULL, _IOLBF, 0);
-    fprintf(log, "pid=%d\n", (int)getpid());
-    /* Module text: one kernel per name, parameters (pointer, index). */
-    char module[4096] = "", names[16][32];
-    int nk = 0;
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", kernels);
-    for (char *save, *t = strtok_r(tmp, ",", &save); t && nk < 16; t = strtok_r(NULL, ",", &save)) {
-        char *colon = strchr(t, ':');
-        if (!colon)
-            return 2;
-        *colon = 0;
-        snprintf(names[nk], sizeof names[nk], "%s", t);
-        size_t l = strlen(module);
-        snprintf(module + l, sizeof module - l, "kernel %s %s %s\n", t, colon + 1,
-                 touch_mb > 0 ? "p@2,i32,u64" : "p,i32");
-        nk++;
-    }
-    CUdevice dev;
-    CUcontext ctx;
-    CUmodule mod;
-    CUfunction fn[16];
-    CUstream st;
-    CU(cuInit(0));
-    CU(cuDeviceGet(&dev, 0));
-    CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CU(cuCtxSetCurrent(ctx));
-    CU(cuModuleLoadData(&mod, module));
-    for (int k = 0; k < nk; k++)
-        CU(cuModuleGetFunction(&fn[k], mod, names[k]));
-    CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-    CUdeviceptr buf = 0;
-    if (alloc_mb > 0) {
-        CUresult r = cuMemAlloc(&buf, (size_t)alloc_mb << 20);
-        if (r != CUDA_SUCCESS) {
-            fprintf(stderr, "e2e_client: cuMemAlloc(%ld MB) returned %d\n", alloc_mb, (int)r);
-            return 1;
-        }
-    }
-    if (touch_mb > 0 && (windows < 1 || touch_mb * windows > alloc_mb)) {
-        fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
-        return 2;
-    }
-    if (start_when) {
-        /* An event record reaches the daemon (the interposer connects at its first queued
-         * command) without touching memory; then wait for the others. */
-        CUevent ev;
-        CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
-        CU(cuEventRecord(ev, st));
-        CU(cuEventSynchronize(ev));
-        CU(cuEventDestroy(ev));
-        fprintf(log, "ready\n");
-        for (int t = 0; access(start_when, F_OK) != 0; t++) {
-            if (t == 20000) {
-                fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", start_when);
-                return 1;
-            }
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, NULL);
-        }
-    }
-    for (long i = 0; i < count; i++) {
-        int k = (int)(i % nk), idx = (int)i;
-        CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
-        unsigned long long touch = (unsigned long long)touch_mb << 20;
-        void *args[] = {&at, &idx, &touch};
-        fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
-        CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
-        if (record_every > 0 && (i + 1) % record_every == 0) {
-            CUevent ev;
-            CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
-            CU(cuEventRecord(ev, st));
-            CU(cuEventDestroy(ev)); /* the driver keeps a destroyed event's pending record */
-        }
-        if (gap_us >= 0) {
-            CU(cuStreamSynchronize(st));
-            struct timespec ts = {gap_us / 1000000, (gap_us % 1000000) * 1000};
-            nanosleep(&ts, NULL);
-        } else if (sync_every > 0 && (i + 1) % sync_every == 0) {
-            CU(cuStreamSynchronize(st));
-        }
-    }
-    CU(cuStreamSynchronize(st));
-    if (buf)
-        CU(cuMemFree(buf));
-    fprintf(log, "done\n");
-    return 0;
+	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
+	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
+	     record_every = 0;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--out"))
+			out = argv[i + 1];
+		else if (!strcmp(argv[i], "--kernels"))
+			kernels = argv[i + 1];
+		else if (!strcmp(argv[i], "--count"))
+			count = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--gap-us"))
+			gap_us = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--sync-every"))
+			sync_every = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--alloc-mb"))
+			alloc_mb = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--touch-mb"))
+			touch_mb = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--record-every"))
+			record_every = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--windows"))
+			windows = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--start-when"))
+			start_when = argv[i + 1];
+		else if (!strcmp(argv[i], "--hostile"))
+			how = argv[i + 1];
+		else {
+			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (how)
+		return hostile(how);
+	FILE *log = out ? fopen(out, "w") : stdout;
+	if (!log) {
+		perror(out);
+		return 1;
+	}
+	setvbuf(log, NULL, _IOLBF, 0);
+	fprintf(log, "pid=%d\n", (int)getpid());
+	/* Module text: one kernel per name, parameters (pointer, index). */
+	char module[4096] = "", names[16][32];
+	int nk = 0;
+	char tmp[1024];
+	snprintf(tmp, sizeof tmp, "%s", kernels);
+	for (char *save, *t = strtok_r(tmp, ",", &save); t && nk < 16; t = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(t, ':');
+		if (!colon)
+			return 2;
+		*colon = 0;
+		snprintf(names[nk], sizeof names[nk], "%s", t);
+		size_t l = strlen(module);
+		snprintf(module + l, sizeof module - l, "kernel %s %s %s\n", t, colon + 1,
+			 touch_mb > 0 ? "p@2,i32,u64" : "p,i32");
+		nk++;
+	}
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+	CUfunction fn[16];
+	CUstream st;
+	CU(cuInit(0));
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuCtxSetCurrent(ctx));
+	CU(cuModuleLoadData(&mod, module));
+	for (int k = 0; k < nk; k++)
+		CU(cuModuleGetFunction(&fn[k], mod, names[k]));
+	CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr buf = 0;
+	if (alloc_mb > 0) {
+		CUresult r = cuMemAlloc(&buf, (size_t)alloc_mb << 20);
+		if (r != CUDA_SUCCESS) {
+			fprintf(stderr, "e2e_client: cuMemAlloc(%ld MB) returned %d\n", alloc_mb, (int)r);
+			return 1;
+		}
+	}
+	if (touch_mb > 0 && (windows < 1 || touch_mb * windows > alloc_mb)) {
+		fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
+		return 2;
+	}
+	if (start_when) {
+		/* An event record reaches the daemon (the interposer connects at its first queued
+		 * command) without touching memory; then wait for the others. */
+		CUevent ev;
+		CU(cuEventCreate(&ev, CU_EVENT_DEFAULT));
+		CU(cuEventRecord(ev, st));
+		CU(cuEventSynchronize(ev));
+		CU(cuEventDestroy(ev));
+		fprintf(log, "ready\n");
+		for (int t = 0; access(start_when, F_OK) != 0; t++) {
+			if (t == 20000) {
+				fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", start_when);
+				return 1;
+			}
+			struct timespec ms = {0, 1000000};
+			nanosleep(&ms, NULL);
+		}
+	}
+	for (long i = 0; i < count; i++) {
+		int k = (int)(i % nk), idx = (int)i;
+		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
+		unsigned long long touch = (unsigned long long)touch_mb << 20;
+		void *args[] = {&at, &idx, &touch};
+		fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
+		CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
+		if (record_every > 0 && (i + 1) % record_every == 0) {
+			CUevent ev;
+			CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+			CU(cuEventRecord(ev, st));
+			CU(cuEventDestroy(ev)); /* the driver keeps a destroyed event's pending record */
+		}
+		if (gap_us >= 0) {
+			CU(cuStreamSynchronize(st));
+			struct timespec ts = {gap_us / 1000000, (gap_us % 1000000) * 1000};
+			nanosleep(&ts, NULL);
+		} else if (sync_every > 0 && (i + 1) % sync_every == 0) {
+			CU(cuStreamSynchronize(st));
+		}
+	}
+	CU(cuStreamSynchronize(st));
+	if (buf)
+		CU(cuMemFree(buf));
+	fprintf(log, "done\n");
+	return 0;
 }

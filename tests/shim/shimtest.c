@@ -25,35 +25,33 @@
 
 /* The per-thread entry points, as code built with --default-stream per-thread calls them. */
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                     unsigned int gridDimZ, unsigned int blockDimX,
-                                     unsigned int blockDimY, unsigned int blockDimZ,
-                                     unsigned int sharedMemBytes, CUstream hStream,
-                                     void **kernelParams, void **extra);
+				     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+				     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+				     void **kernelParams, void **extra);
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream);
 
 static int g_fail;
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-            g_fail = 1;                                                                        \
-        }                                                                                      \
-    } while (0)
-#define CU(call)                                                                               \
-    do {                                                                                       \
-        CUresult r_ = (call);                                                                  \
-        if (r_ != CUDA_SUCCESS) {                                                              \
-            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)r_);    \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define CHECK(cond)                                                                                          \
+	do {                                                                                                 \
+		if (!(cond)) {                                                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+			g_fail = 1;                                                                          \
+		}                                                                                            \
+	} while (0)
+#define CU(call)                                                                                             \
+	do {                                                                                                 \
+		CUresult r_ = (call);                                                                        \
+		if (r_ != CUDA_SUCCESS) {                                                                    \
+			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)r_);      \
+			exit(1);                                                                             \
+		}                                                                                            \
+	} while (0)
 
-static const char *MODULE_TEXT =
-    "# stand-in module for the shim tests\n"
-    "kernel fast 50 p,i32\n"
-    "kernel slow 3000 p,p,i32\n"
-    "kernel marker 10 i32\n";
+static const char *MODULE_TEXT = "# stand-in module for the shim tests\n"
+				 "kernel fast 50 p,i32\n"
+				 "kernel slow 3000 p,p,i32\n"
+				 "kernel marker 10 i32\n";
 
 static CUcontext g_ctx;
 static CUmodule g_mod;
@@ -61,439 +59,442 @@ static CUfunction g_fast, g_slow, g_marker;
 
 static void setup(void)
 {
-    CUdevice dev;
-    CU(cuInit(0));
-    CU(cuDeviceGet(&dev, 0));
-    CU(cuDevicePrimaryCtxRetain(&g_ctx, dev));
-    CU(cuCtxSetCurrent(g_ctx));
-    CU(cuModuleLoadData(&g_mod, MODULE_TEXT));
-    CU(cuModuleGetFunction(&g_fast, g_mod, "fast"));
-    CU(cuModuleGetFunction(&g_slow, g_mod, "slow"));
-    CU(cuModuleGetFunction(&g_marker, g_mod, "marker"));
+	CUdevice dev;
+	CU(cuInit(0));
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDevicePrimaryCtxRetain(&g_ctx, dev));
+	CU(cuCtxSetCurrent(g_ctx));
+	CU(cuModuleLoadData(&g_mod, MODULE_TEXT));
+	CU(cuModuleGetFunction(&g_fast, g_mod, "fast"));
+	CU(cuModuleGetFunction(&g_slow, g_mod, "slow"));
+	CU(cuModuleGetFunction(&g_marker, g_mod, "marker"));
 }
 
 static CUresult launch_marker(CUstream s, int id)
 {
-    void *args[] = {&id};
-    return cuLaunchKernel(g_marker, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
+	void *args[] = {&id};
+	return cuLaunchKernel(g_marker, 1, 1, 1, 32, 1, 1, 0, s, args, NULL);
 }
 
 static CUresult launch_slow(CUstream s, CUdeviceptr a, CUdeviceptr b, int n)
 {
-    void *args[] = {&a, &b, &n};
-    return cuLaunchKernel(g_slow, 2, 1, 1, 64, 1, 1, 128, s, args, NULL);
+	void *args[] = {&a, &b, &n};
+	return cuLaunchKernel(g_slow, 2, 1, 1, 64, 1, 1, 128, s, args, NULL);
 }
 
 /* Reads a whole log file (the stand-in's or the shim's). */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return strdup("");
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return strdup("");
+	char *buf = calloc(1, 1 << 20);
+	size_t n = fread(buf, 1, (1 << 20) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
 }
 
 static int count_of(const char *hay, const char *needle)
 {
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
 }
 
 /* ---- basic: several threads, each with two streams, launches and copies ---- */
 
 typedef struct {
-    int id;
-    int ok;
+	int id;
+	int ok;
 } worker_t;
 
 static void *worker(void *arg)
 {
-    worker_t *w = arg;
-    CU(cuCtxSetCurrent(g_ctx));
-    CUstream s[2];
-    CU(cuStreamCreate(&s[0], CU_STREAM_DEFAULT));
-    CU(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
-    CUdeviceptr d;
-    CU(cuMemAlloc(&d, 4096));
-    for (int i = 0; i < 20; i++) {
-        int n = i;
-        void *args[] = {&d, &n};
-        CU(cuLaunchKernel(g_fast, 1, 1, 1, 32, 1, 1, 0, s[i % 2], args, NULL));
-    }
-    CU(cuMemsetD32Async(d, 0x1234u + (unsigned)w->id, 1024, s[0]));
-    CU(cuStreamSynchronize(s[0]));
-    CU(cuStreamSynchronize(s[1]));
-    unsigned host[1024];
-    CU(cuMemcpyDtoH(host, d, sizeof host));
-    w->ok = host[0] == 0x1234u + (unsigned)w->id && host[1023] == host[0];
-    /* the per-thread default stream, as code built with --default-stream per-thread uses it */
-    int n = 7;
-    void *args[] = {&d, &n};
-    CU(cuLaunchKernel_ptsz(g_fast, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_PER_THREAD, args, NULL));
-    CU(cuStreamSynchronize_ptsz(NULL));
-    CU(cuStreamQuery_ptsz(CU_STREAM_PER_THREAD));
-    CU(cuStreamDestroy(s[0]));
-    CU(cuStreamDestroy(s[1]));
-    CU(cuMemFree(d));
-    return NULL;
+	worker_t *w = arg;
+	CU(cuCtxSetCurrent(g_ctx));
+	CUstream s[2];
+	CU(cuStreamCreate(&s[0], CU_STREAM_DEFAULT));
+	CU(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 4096));
+	for (int i = 0; i < 20; i++) {
+		int n = i;
+		void *args[] = {&d, &n};
+		CU(cuLaunchKernel(g_fast, 1, 1, 1, 32, 1, 1, 0, s[i % 2], args, NULL));
+	}
+	CU(cuMemsetD32Async(d, 0x1234u + (unsigned)w->id, 1024, s[0]));
+	CU(cuStreamSynchronize(s[0]));
+	CU(cuStreamSynchronize(s[1]));
+	unsigned host[1024];
+	CU(cuMemcpyDtoH(host, d, sizeof host));
+	w->ok = host[0] == 0x1234u + (unsigned)w->id && host[1023] == host[0];
+	/* the per-thread default stream, as code built with --default-stream per-thread uses it */
+	int n = 7;
+	void *args[] = {&d, &n};
+	CU(cuLaunchKernel_ptsz(g_fast, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_PER_THREAD, args, NULL));
+	CU(cuStreamSynchronize_ptsz(NULL));
+	CU(cuStreamQuery_ptsz(CU_STREAM_PER_THREAD));
+	CU(cuStreamDestroy(s[0]));
+	CU(cuStreamDestroy(s[1]));
+	CU(cuMemFree(d));
+	return NULL;
 }
 
 static int t_basic(void)
 {
-    setup();
-    pthread_t t[3];
-    worker_t w[3];
-    for (int i = 0; i < 3; i++) {
-        w[i] = (worker_t){i, 0};
-        pthread_create(&t[i], NULL, worker, &w[i]);
-    }
-    for (int i = 0; i < 3; i++) {
-        pthread_join(t[i], NULL);
-        CHECK(w[i].ok);
-    }
-    /* legacy default stream, pinned async copies */
-    void *pinned;
-    CU(cuMemAllocHost(&pinned, 4096));
-    CUdeviceptr d;
-    CU(cuMemAlloc(&d, 4096));
-    memset(pinned, 0xab, 4096);
-    CU(cuMemcpyHtoDAsync(d, pinned, 4096, NULL));
-    CU(launch_marker(NULL, 1));
-    memset(pinned, 0, 4096);
-    CU(cuMemcpyDtoHAsync(pinned, d, 4096, NULL));
-    CU(cuCtxSynchronize());
-    CHECK(((unsigned char *)pinned)[4095] == 0xab);
-    size_t fr, tot;
-    CU(cuMemGetInfo(&fr, &tot));
-    CHECK(fr < tot);
-    CU(cuMemFree(d));
-    CU(cuMemFreeHost(pinned));
-    const char *log = getenv("GPUMUX_STANDIN_LOG");
-    if (log) {
-        char *s = slurp(log);
-        CHECK(count_of(s, "name=fast") == 3 * 21);
-        CHECK(count_of(s, "name=marker") == 1);
-        free(s);
-    }
-    return g_fail;
+	setup();
+	pthread_t t[3];
+	worker_t w[3];
+	for (int i = 0; i < 3; i++) {
+		w[i] = (worker_t){i, 0};
+		pthread_create(&t[i], NULL, worker, &w[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(w[i].ok);
+	}
+	/* legacy default stream, pinned async copies */
+	void *pinned;
+	CU(cuMemAllocHost(&pinned, 4096));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 4096));
+	memset(pinned, 0xab, 4096);
+	CU(cuMemcpyHtoDAsync(d, pinned, 4096, NULL));
+	CU(launch_marker(NULL, 1));
+	memset(pinned, 0, 4096);
+	CU(cuMemcpyDtoHAsync(pinned, d, 4096, NULL));
+	CU(cuCtxSynchronize());
+	CHECK(((unsigned char *)pinned)[4095] == 0xab);
+	size_t fr, tot;
+	CU(cuMemGetInfo(&fr, &tot));
+	CHECK(fr < tot);
+	CU(cuMemFree(d));
+	CU(cuMemFreeHost(pinned));
+	const char *log = getenv("GPUMUX_STANDIN_LOG");
+	if (log) {
+		char *s = slurp(log);
+		CHECK(count_of(s, "name=fast") == 3 * 21);
+		CHECK(count_of(s, "name=marker") == 1);
+		free(s);
+	}
+	return g_fail;
 }
 
 /* ---- events: cross-stream order and draining sync calls ---- */
 
 static int t_events(void)
 {
-    setup();
-    CUstream a, b;
-    CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
-    CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-    CUevent e, t0, t1;
-    CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-    CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
-    CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
-    CUdeviceptr d;
-    CU(cuMemAlloc(&d, 256));
-    /* b's marker 2 must run after a's slow kernel and marker 1, through the event */
-    CU(cuEventRecord(t0, a));
-    CU(launch_slow(a, d, d, 1));
-    CU(launch_marker(a, 1));
-    CU(cuEventRecord(e, a));
-    CU(cuStreamWaitEvent(b, e, 0));
-    CU(launch_marker(b, 2));
-    CU(cuEventRecord(t1, b));
-    CU(cuEventSynchronize(t1));
-    CHECK(cuEventQuery(e) == CUDA_SUCCESS);
-    CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
-    float ms = -1;
-    CU(cuEventElapsedTime(&ms, t0, t1));
-    CHECK(ms > 0);
-    /* each synchronous call drains: after it returns, the work before it has completed */
-    CU(launch_slow(a, d, d, 2));
-    CU(cuStreamSynchronize(a));
-    CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
-    CU(launch_slow(b, d, d, 3));
-    CU(cuCtxSynchronize());
-    CHECK(cuStreamQuery(b) == CUDA_SUCCESS);
-    CU(launch_slow(NULL, d, d, 4));
-    unsigned char h[16];
-    CU(cuMemcpyDtoH(h, d, sizeof h)); /* synchronous copy on the legacy stream */
-    CHECK(cuStreamQuery(NULL) == CUDA_SUCCESS);
-    CU(launch_slow(a, d, d, 5));
-    CU(cuEventRecord(e, a));
-    CU(cuEventSynchronize(e));
-    CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
-    CU(launch_slow(b, d, d, 6));
-    CU(cuMemFree(d)); /* frees synchronise */
-    CHECK(cuStreamQuery(b) == CUDA_SUCCESS);
-    const char *log = getenv("GPUMUX_STANDIN_LOG");
-    if (log) {
-        char *s = slurp(log);
-        char *m1 = strstr(s, "name=marker"), *slow = strstr(s, "name=slow");
-        CHECK(slow && m1 && slow < m1);
-        CHECK(m1 && strstr(m1 + 1, "name=marker")); /* marker 2 after marker 1 */
-        free(s);
-    }
-    CU(cuEventDestroy(e));
-    CU(cuEventDestroy(t0));
-    CU(cuEventDestroy(t1));
-    CU(cuStreamDestroy(a));
-    CU(cuStreamDestroy(b));
-    return g_fail;
+	setup();
+	CUstream a, b;
+	CU(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+	CU(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+	CUevent e, t0, t1;
+	CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CU(cuEventCreate(&t0, CU_EVENT_DEFAULT));
+	CU(cuEventCreate(&t1, CU_EVENT_DEFAULT));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	/* b's marker 2 must run after a's slow kernel and marker 1, through the event */
+	CU(cuEventRecord(t0, a));
+	CU(launch_slow(a, d, d, 1));
+	CU(launch_marker(a, 1));
+	CU(cuEventRecord(e, a));
+	CU(cuStreamWaitEvent(b, e, 0));
+	CU(launch_marker(b, 2));
+	CU(cuEventRecord(t1, b));
+	CU(cuEventSynchronize(t1));
+	CHECK(cuEventQuery(e) == CUDA_SUCCESS);
+	CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
+	float ms = -1;
+	CU(cuEventElapsedTime(&ms, t0, t1));
+	CHECK(ms > 0);
+	/* each synchronous call drains: after it returns, the work before it has completed */
+	CU(launch_slow(a, d, d, 2));
+	CU(cuStreamSynchronize(a));
+	CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
+	CU(launch_slow(b, d, d, 3));
+	CU(cuCtxSynchronize());
+	CHECK(cuStreamQuery(b) == CUDA_SUCCESS);
+	CU(launch_slow(NULL, d, d, 4));
+	unsigned char h[16];
+	CU(cuMemcpyDtoH(h, d, sizeof h)); /* synchronous copy on the legacy stream */
+	CHECK(cuStreamQuery(NULL) == CUDA_SUCCESS);
+	CU(launch_slow(a, d, d, 5));
+	CU(cuEventRecord(e, a));
+	CU(cuEventSynchronize(e));
+	CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
+	CU(launch_slow(b, d, d, 6));
+	CU(cuMemFree(d)); /* frees synchronise */
+	CHECK(cuStreamQuery(b) == CUDA_SUCCESS);
+	const char *log = getenv("GPUMUX_STANDIN_LOG");
+	if (log) {
+		char *s = slurp(log);
+		char *m1 = strstr(s, "name=marker"), *slow = strstr(s, "name=slow");
+		CHECK(slow && m1 && slow < m1);
+		CHECK(m1 && strstr(m1 + 1, "name=marker")); /* marker 2 after marker 1 */
+		free(s);
+	}
+	CU(cuEventDestroy(e));
+	CU(cuEventDestroy(t0));
+	CU(cuEventDestroy(t1));
+	CU(cuStreamDestroy(a));
+	CU(cuStreamDestroy(b));
+	return g_fail;
 }
 
 /* ---- cuGetProcAddress as the runtime uses it ---- */
 
 static int t_procaddr(void)
 {
-    void *self = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    CHECK(self != NULL);
-    CUdriverProcAddressQueryResult st;
-    void *p = (void *)1;
-    /* the runtime's first call: an empty name, as a probe */
-    CHECK(cuGetProcAddress_v2("", &p, 13000, 0, &st) != CUDA_SUCCESS);
-    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    CU(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
-    CHECK(p == dlsym(self, "cuLaunchKernel"));
-    CU(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000,
-                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    CHECK(p == dlsym(self, "cuLaunchKernel_ptsz"));
-    CU(cuGetProcAddress_v2("cuStreamSynchronize", &p, 13000,
-                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    CHECK(p == dlsym(self, "cuStreamSynchronize_ptsz"));
-    CU(cuGetProcAddress_v2("cuMemAlloc", &p, 13000, 0, &st));
-    CHECK(p != NULL && p == dlsym(self, "cuMemAlloc_v2"));
-    /* an older requested version selects the older ABI */
-    CU(cuGetProcAddress_v2("cuCtxCreate", &p, 11000, 0, &st));
-    CHECK(p == dlsym(self, "cuCtxCreate_v2"));
-    CU(cuGetProcAddress_v2("cuCtxCreate", &p, 13000, 0, &st));
-    CHECK(p == dlsym(self, "cuCtxCreate_v4"));
-    /* a stream-ordered call the shim does not queue still comes back through the shim */
-    CU(cuGetProcAddress_v2("cuMemPrefetchAsync", &p, 13000, 0, &st));
-    CHECK(p == dlsym(self, "cuMemPrefetchAsync_v2"));
-    /* cuGetProcAddress itself resolves to the shim (later lookups stay intercepted) */
-    CU(cuGetProcAddress_v2("cuGetProcAddress", &p, 13000, 0, NULL));
-    CHECK(p == dlsym(self, "cuGetProcAddress_v2"));
-    CHECK(cuGetProcAddress_v2("cuNoSuchCall", &p, 13000, 0, &st) == CUDA_ERROR_NOT_FOUND);
-    /* now drive a launch only through resolved pointers, as the runtime does */
-    CUresult (*init)(unsigned);
-    CUresult (*retain)(CUcontext *, CUdevice);
-    CUresult (*setcur)(CUcontext);
-    CUresult (*load)(CUmodule *, const void *);
-    CUresult (*getfn)(CUfunction *, CUmodule, const char *);
-    CUresult (*lk)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                   unsigned, CUstream, void **, void **);
-    CUresult (*sync)(CUstream);
-    CU(cuGetProcAddress_v2("cuInit", (void **)&init, 13000, 0, &st));
-    CU(cuGetProcAddress_v2("cuDevicePrimaryCtxRetain", (void **)&retain, 13000, 0, &st));
-    CU(cuGetProcAddress_v2("cuCtxSetCurrent", (void **)&setcur, 13000, 0, &st));
-    CU(cuGetProcAddress_v2("cuModuleLoadData", (void **)&load, 13000, 0, &st));
-    CU(cuGetProcAddress_v2("cuModuleGetFunction", (void **)&getfn, 13000, 0, &st));
-    CU(cuGetProcAddress_v2("cuLaunchKernel", (void **)&lk, 13000,
-                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    CU(cuGetProcAddress_v2("cuStreamSynchronize", (void **)&sync, 13000,
-                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    CUcontext ctx;
-    CUmodule mod;
-    CUfunction f;
-    CU(init(0));
-    CU(retain(&ctx, 0));
-    CU(setcur(ctx));
-    CU(load(&mod, MODULE_TEXT));
-    CU(getfn(&f, mod, "marker"));
-    int id = 9;
-    void *args[] = {&id};
-    CU(lk(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
-    CU(sync(NULL));
-    return g_fail;
+	void *self = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	CHECK(self != NULL);
+	CUdriverProcAddressQueryResult st;
+	void *p = (void *)1;
+	/* the runtime's first call: an empty name, as a probe */
+	CHECK(cuGetProcAddress_v2("", &p, 13000, 0, &st) != CUDA_SUCCESS);
+	CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+	CU(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	CHECK(p == dlsym(self, "cuLaunchKernel"));
+	CU(cuGetProcAddress_v2("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+			       &st));
+	CHECK(p == dlsym(self, "cuLaunchKernel_ptsz"));
+	CU(cuGetProcAddress_v2("cuStreamSynchronize", &p, 13000,
+			       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CHECK(p == dlsym(self, "cuStreamSynchronize_ptsz"));
+	CU(cuGetProcAddress_v2("cuMemAlloc", &p, 13000, 0, &st));
+	CHECK(p != NULL && p == dlsym(self, "cuMemAlloc_v2"));
+	/* an older requested version selects the older ABI */
+	CU(cuGetProcAddress_v2("cuCtxCreate", &p, 11000, 0, &st));
+	CHECK(p == dlsym(self, "cuCtxCreate_v2"));
+	CU(cuGetProcAddress_v2("cuCtxCreate", &p, 13000, 0, &st));
+	CHECK(p == dlsym(self, "cuCtxCreate_v4"));
+	/* a stream-ordered call the shim does not queue still comes back through the shim */
+	CU(cuGetProcAddress_v2("cuMemPrefetchAsync", &p, 13000, 0, &st));
+	CHECK(p == dlsym(self, "cuMemPrefetchAsync_v2"));
+	/* cuGetProcAddress itself resolves to the shim (later lookups stay intercepted) */
+	CU(cuGetProcAddress_v2("cuGetProcAddress", &p, 13000, 0, NULL));
+	CHECK(p == dlsym(self, "cuGetProcAddress_v2"));
+	CHECK(cuGetProcAddress_v2("cuNoSuchCall", &p, 13000, 0, &st) == CUDA_ERROR_NOT_FOUND);
+	/* now drive a launch only through resolved pointers, as the runtime does */
+	CUresult (*init)(unsigned);
+	CUresult (*retain)(CUcontext *, CUdevice);
+	CUresult (*setcur)(CUcontext);
+	CUresult (*load)(CUmodule *, const void *);
+	CUresult (*getfn)(CUfunction *, CUmodule, const char *);
+	CUresult (*lk)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		       CUstream, void **, void **);
+	CUresult (*sync)(CUstream);
+	CU(cuGetProcAddress_v2("cuInit", (void **)&init, 13000, 0, &st));
+	CU(cuGetProcAddress_v2("cuDevicePrimaryCtxRetain", (void **)&retain, 13000, 0, &st));
+	CU(cuGetProcAddress_v2("cuCtxSetCurrent", (void **)&setcur, 13000, 0, &st));
+	CU(cuGetProcAddress_v2("cuModuleLoadData", (void **)&load, 13000, 0, &st));
+	CU(cuGetProcAddress_v2("cuModuleGetFunction", (void **)&getfn, 13000, 0, &st));
+	CU(cuGetProcAddress_v2("cuLaunchKernel", (void **)&lk, 13000,
+			       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CU(cuGetProcAddress_v2("cuStreamSynchronize", (void **)&sync, 13000,
+			       CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CUcontext ctx;
+	CUmodule mod;
+	CUfunction f;
+	CU(init(0));
+	CU(retain(&ctx, 0));
+	CU(setcur(ctx));
+	CU(load(&mod, MODULE_TEXT));
+	CU(getfn(&f, mod, "marker"));
+	int id = 9;
+	void *args[] = {&id};
+	CU(lk(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+	CU(sync(NULL));
+	return g_fail;
 }
 
 /* ---- hold: nothing runs while held; everything resumes when released ---- */
 
 static int t_hold(void)
 {
-    const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
-    const char *log = getenv("GPUMUX_STANDIN_LOG");
-    CHECK(hold && log);
-    if (!hold || !log)
-        return 1;
-    FILE *f = fopen(hold, "w");
-    fclose(f);
-    setup();
-    CUstream s;
-    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CUevent e;
-    CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
-    CUdeviceptr d;
-    CU(cuMemAlloc(&d, 256));
-    for (int i = 0; i < 5; i++)
-        CU(launch_slow(s, d, d, 100 + i));
-    CU(cuEventRecord(e, s));
-    usleep(20000);
-    /* held: the record is still queued, so neither the event nor the stream is ready */
-    CHECK(cuEventQuery(e) == CUDA_ERROR_NOT_READY);
-    CHECK(cuStreamQuery(s) == CUDA_ERROR_NOT_READY);
-    char *before = slurp(log);
-    CHECK(count_of(before, "name=slow") == 0);
-    free(before);
-    unlink(hold);
-    CU(cuStreamSynchronize(s));
-    CHECK(cuEventQuery(e) == CUDA_SUCCESS);
-    char *after = slurp(log);
-    CHECK(count_of(after, "name=slow") == 5);
-    free(after);
-    /* what the policies see: name, grid, block, shared memory and parameter values */
-    const char *slog = getenv("GPUMUX_SHIM_LOG");
-    if (slog) {
-        char *s2 = slurp(slog);
-        CHECK(strstr(s2, "kind=launch") && strstr(s2, "name=slow grid=2,1,1 block=64,1,1 shmem=128"));
-        CHECK(strstr(s2, "16:4:64000000")); /* third parameter: offset 16, 4 bytes, 100 */
-        CHECK(strstr(s2, "kind=event_record"));
-        free(s2);
-    }
-    return g_fail;
+	const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
+	const char *log = getenv("GPUMUX_STANDIN_LOG");
+	CHECK(hold && log);
+	if (!hold || !log)
+		return 1;
+	FILE *f = fopen(hold, "w");
+	fclose(f);
+	setup();
+	CUstream s;
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUevent e;
+	CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	for (int i = 0; i < 5; i++)
+		CU(launch_slow(s, d, d, 100 + i));
+	CU(cuEventRecord(e, s));
+	usleep(20000);
+	/* held: the record is still queued, so neither the event nor the stream is ready */
+	CHECK(cuEventQuery(e) == CUDA_ERROR_NOT_READY);
+	CHECK(cuStreamQuery(s) == CUDA_ERROR_NOT_READY);
+	char *before = slurp(log);
+	CHECK(count_of(before, "name=slow") == 0);
+	free(before);
+	unlink(hold);
+	CU(cuStreamSynchronize(s));
+	CHECK(cuEventQuery(e) == CUDA_SUCCESS);
+	char *after = slurp(log);
+	CHECK(count_of(after, "name=slow") == 5);
+	free(after);
+	/* what the policies see: name, grid, block, shared memory and parameter values */
+	const char *slog = getenv("GPUMUX_SHIM_LOG");
+	if (slog) {
+		char *s2 = slurp(slog);
+		CHECK(strstr(s2, "kind=launch") && strstr(s2, "name=slow grid=2,1,1 block=64,1,1 shmem=128"));
+		CHECK(strstr(s2, "16:4:64000000")); /* third parameter: offset 16, 4 bytes, 100 */
+		CHECK(strstr(s2, "kind=event_record"));
+		free(s2);
+	}
+	return g_fail;
 }
 
 /* ---- kill: a dead process never wedges the others ---- */
 
 static int t_kill(void)
 {
-    const char *real = getenv("GPUMUX_REAL_LIBCUDA");
-    CHECK(real != NULL);
-    /* child 1: holds the engine's lock when killed */
-    pid_t c1 = fork();
-    if (c1 == 0) {
-        CU(cuInit(0));
-        void *h = dlopen(real, RTLD_NOW | RTLD_NOLOAD);
-        void (*hang)(void) = h ? (void (*)(void))dlsym(h, "gmx_standin_test_hang_locked") : NULL;
-        if (!hang)
-            _exit(3);
-        hang();
-        _exit(4);
-    }
-    /* child 2: has long kernels queued and running when killed */
-    pid_t c2 = fork();
-    if (c2 == 0) {
-        setup();
-        CUdeviceptr d;
-        CU(cuMemAlloc(&d, 256));
-        for (int i = 0; i < 200; i++)
-            CU(launch_slow(NULL, d, d, i));
-        pause();
-        _exit(0);
-    }
-    usleep(300000);
-    kill(c1, SIGKILL);
-    kill(c2, SIGKILL);
-    int st;
-    waitpid(c1, &st, 0);
-    CHECK(WIFSIGNALED(st));
-    waitpid(c2, &st, 0);
-    /* this process must now get through (a watchdog fails the test if it wedges) */
-    alarm(30);
-    setup();
-    for (int i = 0; i < 3; i++)
-        CU(launch_marker(NULL, i));
-    CU(cuCtxSynchronize());
-    alarm(0);
-    return g_fail;
+	const char *real = getenv("GPUMUX_REAL_LIBCUDA");
+	CHECK(real != NULL);
+	/* child 1: holds the engine's lock when killed */
+	pid_t c1 = fork();
+	if (c1 == 0) {
+		CU(cuInit(0));
+		void *h = dlopen(real, RTLD_NOW | RTLD_NOLOAD);
+		void (*hang)(void) = h ? (void (*)(void))dlsym(h, "gmx_standin_test_hang_locked") : NULL;
+		if (!hang)
+			_exit(3);
+		hang();
+		_exit(4);
+	}
+	/* child 2: has long kernels queued and running when killed */
+	pid_t c2 = fork();
+	if (c2 == 0) {
+		setup();
+		CUdeviceptr d;
+		CU(cuMemAlloc(&d, 256));
+		for (int i = 0; i < 200; i++)
+			CU(launch_slow(NULL, d, d, i));
+		pause();
+		_exit(0);
+	}
+	usleep(300000);
+	kill(c1, SIGKILL);
+	kill(c2, SIGKILL);
+	int st;
+	waitpid(c1, &st, 0);
+	CHECK(WIFSIGNALED(st));
+	waitpid(c2, &st, 0);
+	/* this process must now get through (a watchdog fails the test if it wedges) */
+	alarm(30);
+	setup();
+	for (int i = 0; i < 3; i++)
+		CU(launch_marker(NULL, i));
+	CU(cuCtxSynchronize());
+	alarm(0);
+	return g_fail;
 }
 
 /* ---- fork: the child starts over and works ---- */
 
 static int t_fork(void)
 {
-    setup();
-    CU(launch_marker(NULL, 1));
-    CU(cuCtxSynchronize());
-    pid_t c = fork();
-    if (c == 0) {
-        g_fail = 0;
-        alarm(30);
-        setup();
-        CUstream s;
-        CU(cuStreamCreate(&s, 0));
-        CU(launch_marker(s, 2));
-        CU(launch_marker(NULL, 3));
-        CU(cuStreamSynchronize(s));
-        CU(cuCtxSynchronize());
-        _exit(g_fail);
-    }
-    CU(launch_marker(NULL, 4));
-    CU(cuCtxSynchronize());
-    int st;
-    waitpid(c, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    return g_fail;
+	setup();
+	CU(launch_marker(NULL, 1));
+	CU(cuCtxSynchronize());
+	pid_t c = fork();
+	if (c == 0) {
+		g_fail = 0;
+		alarm(30);
+		setup();
+		CUstream s;
+		CU(cuStreamCreate(&s, 0));
+		CU(launch_marker(s, 2));
+		CU(launch_marker(NULL, 3));
+		CU(cuStreamSynchronize(s));
+		CU(cuCtxSynchronize());
+		_exit(g_fail);
+	}
+	CU(launch_marker(NULL, 4));
+	CU(cuCtxSynchronize());
+	int st;
+	waitpid(c, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return g_fail;
 }
 
 /* ---- errors: bad handles and modules ---- */
 
 static int t_errors(void)
 {
-    CHECK(cuCtxSynchronize() == CUDA_ERROR_NOT_INITIALIZED || cuCtxSynchronize() == CUDA_ERROR_INVALID_CONTEXT);
-    setup();
-    CUmodule m;
-    CHECK(cuModuleLoadData(&m, "kernel broken\n") == CUDA_ERROR_INVALID_IMAGE);
-    CHECK(cuModuleLoadData(&m, "kernel k 10 p,zz\n") == CUDA_ERROR_INVALID_IMAGE);
-    CHECK(cuModuleLoad(&m, "/nonexistent/module.txt") == CUDA_ERROR_FILE_NOT_FOUND);
-    CUfunction f;
-    CHECK(cuModuleGetFunction(&f, g_mod, "nope") == CUDA_ERROR_NOT_FOUND);
-    CHECK(cuModuleGetFunction(&f, (CUmodule)&m, "fast") == CUDA_ERROR_INVALID_HANDLE);
-    int x = 0;
-    void *args[] = {&x};
-    CHECK(cuLaunchKernel((CUfunction)&x, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) == CUDA_ERROR_INVALID_HANDLE);
-    CHECK(cuLaunchKernel(g_marker, 1, 1, 1, 1, 1, 1, 0, (CUstream)&x, args, NULL) == CUDA_ERROR_INVALID_HANDLE);
-    CHECK(cuEventQuery((CUevent)&x) == CUDA_ERROR_INVALID_HANDLE);
-    CHECK(cuStreamSynchronize((CUstream)&x) == CUDA_ERROR_INVALID_HANDLE);
-    CHECK(cuCtxSetCurrent((CUcontext)&x) == CUDA_ERROR_INVALID_CONTEXT);
-    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)&x) == CUDA_ERROR_INVALID_VALUE);
-    size_t off, size;
-    CHECK(cuFuncGetParamInfo(g_slow, 2, &off, &size) == CUDA_SUCCESS && off == 16 && size == 4);
-    CHECK(cuFuncGetParamInfo(g_slow, 3, &off, &size) == CUDA_ERROR_INVALID_VALUE);
-    /* managed memory: prefetch makes it resident and counts against the device */
-    size_t fr0, fr1, tot;
-    CU(cuMemGetInfo(&fr0, &tot));
-    CUdeviceptr mp;
-    CU(cuMemAllocManaged(&mp, 4u << 20, CU_MEM_ATTACH_GLOBAL));
-    CUmemLocation dev = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-    CU(cuMemPrefetchAsync(mp, 4u << 20, dev, 0, NULL));
-    CU(cuMemGetInfo(&fr1, &tot));
-    CHECK(fr0 - fr1 == (4u << 20));
-    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
-    CU(cuMemPrefetchAsync(mp, 4u << 20, host, 0, NULL));
-    CU(cuMemGetInfo(&fr1, &tot));
-    CHECK(fr1 == fr0);
-    CU(cuCtxSynchronize());
-    CU(cuMemFree(mp));
-    return g_fail;
+	CHECK(cuCtxSynchronize() == CUDA_ERROR_NOT_INITIALIZED ||
+	      cuCtxSynchronize() == CUDA_ERROR_INVALID_CONTEXT);
+	setup();
+	CUmodule m;
+	CHECK(cuModuleLoadData(&m, "kernel broken\n") == CUDA_ERROR_INVALID_IMAGE);
+	CHECK(cuModuleLoadData(&m, "kernel k 10 p,zz\n") == CUDA_ERROR_INVALID_IMAGE);
+	CHECK(cuModuleLoad(&m, "/nonexistent/module.txt") == CUDA_ERROR_FILE_NOT_FOUND);
+	CUfunction f;
+	CHECK(cuModuleGetFunction(&f, g_mod, "nope") == CUDA_ERROR_NOT_FOUND);
+	CHECK(cuModuleGetFunction(&f, (CUmodule)&m, "fast") == CUDA_ERROR_INVALID_HANDLE);
+	int x = 0;
+	void *args[] = {&x};
+	CHECK(cuLaunchKernel((CUfunction)&x, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) ==
+	      CUDA_ERROR_INVALID_HANDLE);
+	CHECK(cuLaunchKernel(g_marker, 1, 1, 1, 1, 1, 1, 0, (CUstream)&x, args, NULL) ==
+	      CUDA_ERROR_INVALID_HANDLE);
+	CHECK(cuEventQuery((CUevent)&x) == CUDA_ERROR_INVALID_HANDLE);
+	CHECK(cuStreamSynchronize((CUstream)&x) == CUDA_ERROR_INVALID_HANDLE);
+	CHECK(cuCtxSetCurrent((CUcontext)&x) == CUDA_ERROR_INVALID_CONTEXT);
+	CHECK(cuMemFree((CUdeviceptr)(uintptr_t)&x) == CUDA_ERROR_INVALID_VALUE);
+	size_t off, size;
+	CHECK(cuFuncGetParamInfo(g_slow, 2, &off, &size) == CUDA_SUCCESS && off == 16 && size == 4);
+	CHECK(cuFuncGetParamInfo(g_slow, 3, &off, &size) == CUDA_ERROR_INVALID_VALUE);
+	/* managed memory: prefetch makes it resident and counts against the device */
+	size_t fr0, fr1, tot;
+	CU(cuMemGetInfo(&fr0, &tot));
+	CUdeviceptr mp;
+	CU(cuMemAllocManaged(&mp, 4u << 20, CU_MEM_ATTACH_GLOBAL));
+	CUmemLocation dev = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+	CU(cuMemPrefetchAsync(mp, 4u << 20, dev, 0, NULL));
+	CU(cuMemGetInfo(&fr1, &tot));
+	CHECK(fr0 - fr1 == (4u << 20));
+	CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+	CU(cuMemPrefetchAsync(mp, 4u << 20, host, 0, NULL));
+	CU(cuMemGetInfo(&fr1, &tot));
+	CHECK(fr1 == fr0);
+	CU(cuCtxSynchronize());
+	CU(cuMemFree(mp));
+	return g_fail;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors\n", argv[0]);
-        return 2;
-    }
-    const char *t = argv[1];
-    /* Logs start empty for each run: the checks count lines. */
-    const char *logs[] = {getenv("GPUMUX_STANDIN_LOG"), getenv("GPUMUX_SHIM_LOG")};
-    for (int i = 0; i < 2; i++)
-        if (logs[i] && *logs[i])
-            fclose(fopen(logs[i], "w"));
-    int rc = !strcmp(t, "basic")      ? t_basic()
-             : !strcmp(t, "events")   ? t_events()
-             : !strcmp(t, "procaddr") ? t_procaddr()
-             : !strcmp(t, "hold")     ? t_hold()
-             : !strcmp(t, "kill")     ? t_kill()
-             : !strcmp(t, "fork")     ? t_fork()
-             : !strcmp(t, "errors")   ? t_errors()
-                                      : 2;
-    if (rc == 0)
-        printf("%s: ok\n", t);
-    return rc;
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors\n", argv[0]);
+		return 2;
+	}
+	const char *t = argv[1];
+	/* Logs start empty for each run: the checks count lines. */
+	const char *logs[] = {getenv("GPUMUX_STANDIN_LOG"), getenv("GPUMUX_SHIM_LOG")};
+	for (int i = 0; i < 2; i++)
+		if (logs[i] && *logs[i])
+			fclose(fopen(logs[i], "w"));
+	int rc = !strcmp(t, "basic")	  ? t_basic()
+		 : !strcmp(t, "events")	  ? t_events()
+		 : !strcmp(t, "procaddr") ? t_procaddr()
+		 : !strcmp(t, "hold")	  ? t_hold()
+		 : !strcmp(t, "kill")	  ? t_kill()
+		 : !strcmp(t, "fork")	  ? t_fork()
+		 : !strcmp(t, "errors")	  ? t_errors()
+					  : 2;
+	if (rc == 0)
+		printf("%s: ok\n", t);
+	return rc;
 }
