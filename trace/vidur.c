@@ -78,6 +78,12 @@ static int touch(gmx_workload_t *w, uint32_t buf, uint64_t len)
 	return gmx_workload_add_region(w, buf, 0, len && len < size ? len : size);
 }
 
+/* Nonzero if v is a number in [1, max]: a dimension that converts to an integer exactly. */
+static int dim_in(double v, double max)
+{
+	return isfinite(v) && v >= 1 && v <= max;
+}
+
 int gmx_trace_vidur_read(gmx_src_t *s, const char *path, const gmx_trace_opts_t *o, gmx_workload_t *w,
 			 gmx_trace_info_t *info)
 {
@@ -135,6 +141,11 @@ int gmx_trace_vidur_read(gmx_src_t *s, const char *path, const gmx_trace_opts_t 
 						r.v[i] = strtod(p, &e);
 						if (e == p || !(fabs(r.v[i]) < 1e12)) {
 							rc = gmx_src_fail(s, "%lu:%ld: '%s' is not a number (column %s)",
+									  lineno, (long)(p - line) + 1, p, col_names[i]);
+							goto out;
+						}
+						if (i < C_TOKENS && r.v[i] < 0) {
+							rc = gmx_src_fail(s, "%lu:%ld: '%s' is a negative time (column %s)",
 									  lineno, (long)(p - line) + 1, p, col_names[i]);
 							goto out;
 						}
@@ -213,11 +224,16 @@ int gmx_trace_vidur_read(gmx_src_t *s, const char *path, const gmx_trace_opts_t 
 	    (rc = gmx_workload_set_str(&w->unit, "step")))
 		goto out;
 
-	/* Model dimensions from the file (Llama-2-7B: 4096, 11008, 32 heads). */
+	/* Model dimensions from the file (Llama-2-7B: 4096, 11008, 32 heads). Checked as read:
+	 * converting a negative or huge double to an integer is undefined. */
+	if (!dim_in(use.v[C_EMBD], 1u << 20) || !dim_in(use.v[C_EXP], 1u << 20) || !dim_in(use.v[C_VOCAB], 1u << 24) ||
+	    !dim_in(use.v[C_HEAD], 1u << 20) || !dim_in(use.v[C_KVHEAD], 1u << 20)) {
+		rc = gmx_src_fail(s, "implausible model dimensions in the file");
+		goto out;
+	}
 	uint64_t embd = (uint64_t)use.v[C_EMBD], exp = (uint64_t)use.v[C_EXP], vocab = (uint64_t)use.v[C_VOCAB];
 	uint64_t heads = (uint64_t)use.v[C_HEAD], kvh = (uint64_t)use.v[C_KVHEAD];
-	if (!embd || !exp || !vocab || !heads || !kvh || kvh > heads || embd > (1u << 20) || exp > (1u << 20) ||
-	    vocab > (1u << 24)) {
+	if (!embd || !exp || !vocab || !heads || !kvh || kvh > heads) {
 		rc = gmx_src_fail(s, "implausible model dimensions in the file");
 		goto out;
 	}

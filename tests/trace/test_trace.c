@@ -219,6 +219,72 @@ static void t_vidur(void)
 	CHECK(rc < 0 && strstr(err, "llama-2-7b-mlp.csv") && strstr(err, "--tokens"), "'%s'", err);
 }
 
+/* The Vidur profile at path with every field of the columns named `prefix...` set to value
+ * (malloc'd; NULL when it cannot be read). */
+static char *vidur_with(const char *path, const char *prefix, const char *value)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	size_t cap = 1 << 20, n = 0, pl = strlen(prefix);
+	char *out = malloc(cap), line[65536];
+	int match[1024] = {0}, row = 0;
+	while (out && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\r\n")] = 0;
+		int col = 0;
+		for (char *p = line, *c; p; p = c ? c + 1 : NULL, col++) {
+			c = strchr(p, ',');
+			if (c)
+				*c = 0;
+			if (row == 0 && col < 1024)
+				match[col] = !strncmp(p, prefix, pl);
+			const char *v = row > 0 && col < 1024 && match[col] ? value : p;
+			if (n + strlen(v) + 2 >= cap) {
+				char *o = realloc(out, cap *= 2);
+				if (!o) {
+					free(out);
+					out = NULL;
+					break;
+				}
+				out = o;
+			}
+			n += (size_t)sprintf(out + n, "%s%s", col ? "," : "", v);
+		}
+		if (out)
+			out[n++] = '\n';
+		row++;
+	}
+	fclose(f);
+	if (out)
+		out[n] = 0;
+	return out;
+}
+
+/* Negative model dimensions or operator times are refused with a message; they used to be
+ * converted to integers (undefined for a negative dimension, found by fuzz_trace_vidur). */
+static void t_vidur_negative(void)
+{
+	char path[1024], err[512];
+	snprintf(path, sizeof(path), "%s/vidur/a100/llama-2-7b-mlp.csv", TRACES);
+	gmx_trace_opts_t o = {.tokens = 512, .device = "a100"};
+	const char *cases[][3] = {{"n_embd", "-7826.85", "implausible model dimensions"},
+				  {"n_head", "1e11", "implausible model dimensions"},
+				  {"time_stats.emb.", "-0.5", "negative time"}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *text = vidur_with(path, cases[i][0], cases[i][1]);
+		CHECK(text != NULL, "cannot read %s", path);
+		if (!text)
+			return;
+		gmx_workload_t w;
+		int rc = gmx_trace_import_mem(text, strlen(text), "bad.csv", &o, &w, NULL, err, sizeof(err));
+		CHECK(rc < 0 && strstr(err, "bad.csv") && strstr(err, cases[i][2]), "%s = %s: rc %d, '%s'",
+		      cases[i][0], cases[i][1], rc, rc ? err : "accepted");
+		if (rc == 0)
+			gmx_workload_free(&w);
+		free(text);
+	}
+}
+
 /* The working-set rule on a small made-up trace: an operator's kernel touches
  * what it allocated before the launch; the next operator's kernel touches the
  * previous operator's live output (its input) and its own output. Memory held
@@ -512,8 +578,10 @@ int main(int argc, char **argv)
 		t_orion();
 	else if (!strcmp(c, "orion_commas"))
 		t_orion_commas();
-	else if (!strcmp(c, "vidur"))
+	else if (!strcmp(c, "vidur")) {
 		t_vidur();
+		t_vidur_negative();
+	}
 	else if (!strcmp(c, "working_set"))
 		t_working_set();
 	else if (!strcmp(c, "json_errors"))
