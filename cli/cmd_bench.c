@@ -24,10 +24,9 @@ typedef struct bench_opts {
 	int json, quick;
 } bench_opts_t;
 
-/* Loads dir/name and runs it under (sched, mem); prints the error and returns
- * non-zero on failure. */
-/* Runs scenario `name` under sched and mem. whole: measure the warm-up too
- * (the simulator's speed counts every simulated kernel). */
+/* Loads dir/name and runs it under (sched, mem); whole: measure the warm-up too
+ * (the simulator's speed counts every simulated kernel). Prints the error and
+ * returns non-zero on failure. */
 static int run_file_as(const bench_opts_t *o, const char *name, const char *sched, const char *mem, int whole,
 		       gmx_sim_result_t *res, double *seconds)
 {

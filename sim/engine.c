@@ -644,9 +644,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			gmx_sim__next_arrival(&s, i);
 		}
 	}
-	if (cfg->warmup_ns > 0)
-		gmx_sim__push(&s, cfg->warmup_ns, EV_WARMUP, 0, 0);
-	gmx_sim__push(&s, cfg->warmup_ns + cfg->duration_ns, EV_STOP, 0, 0);
+	int64_t warmup = cfg->warmup_ns > 0 ? cfg->warmup_ns : 0;
+	if (warmup)
+		gmx_sim__push(&s, warmup, EV_WARMUP, 0, 0);
+	gmx_sim__push(&s, warmup + cfg->duration_ns, EV_STOP, 0, 0);
 	gmx_event_t e;
 	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
 		s.now = e.time;

@@ -10,18 +10,25 @@
 
 static char path[64];
 
-static int load_text(const char *text, char *err, size_t len)
+/* Loads text as a scenario file into *sc (gmx_scenario_load's result). */
+static int load_scenario(const char *text, gmx_scenario_t *sc, char *err, size_t len)
 {
 	strcpy(path, "/tmp/gmx-scenario-XXXXXX.ini");
 	int fd = mkstemps(path, 4);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
+	int rc = gmx_scenario_load(path, sc, err, len);
+	unlink(path);
+	return rc;
+}
+
+static int load_text(const char *text, char *err, size_t len)
+{
 	gmx_scenario_t sc;
-	int rc = gmx_scenario_load(path, &sc, err, len);
+	int rc = load_scenario(text, &sc, err, len);
 	if (!rc)
 		gmx_scenario_free(&sc);
-	unlink(path);
 	return rc;
 }
 
@@ -66,15 +73,9 @@ static void warmup_is_read_and_defaults_to_zero(void **state)
 				"[scenario]\n[task a]\nworkload = vector-add\nfootprint = 12000000\n"};
 	const int64_t want[2] = {1500000000LL, 0};
 	for (int i = 0; i < 2; i++) {
-		strcpy(path, "/tmp/gmx-scenario-XXXXXX.ini");
-		int fd = mkstemps(path, 4);
-		assert_true(fd >= 0);
-		assert_int_equal(write(fd, texts[i], strlen(texts[i])), (ssize_t)strlen(texts[i]));
-		close(fd);
 		gmx_scenario_t sc;
 		char err[512];
-		int rc = gmx_scenario_load(path, &sc, err, sizeof(err));
-		unlink(path);
+		int rc = load_scenario(texts[i], &sc, err, sizeof(err));
 		if (rc)
 			fail_msg("%s", err);
 		assert_int_equal(sc.warmup_ns, want[i]);
