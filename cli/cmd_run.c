@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -66,6 +67,36 @@ static int find_shim(char *out, size_t len)
 		}
 	}
 	return -ENOENT;
+}
+
+/* Says so when the daemon has no room for one more client: the program would run
+ * unscheduled until one leaves (the interposer keeps asking). */
+static void warn_if_full(const char *status, const char *prog)
+{
+	json_t *root = json_loads(status, 0, NULL);
+	if (!root)
+		return;
+	json_int_t n = json_integer_value(json_object_get(root, "n_clients"));
+	json_int_t max = json_integer_value(json_object_get(root, "max_clients"));
+	json_int_t per = json_integer_value(json_object_get(root, "max_clients_per_user"));
+	json_int_t mine = 0;
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(root, "clients"), i, c) mine +=
+	    json_integer_value(json_object_get(c, "uid")) == (json_int_t)getuid();
+	if (max > 0 && n >= max)
+		fprintf(
+		    stderr,
+		    "gpumux run: warning: gpumuxd serves %lld clients already (max_clients %lld); %s runs in "
+		    "pass-through until one leaves\n",
+		    (long long)n, (long long)max, prog);
+	else if (getuid() != 0 && per > 0 && mine >= per)
+		fprintf(stderr,
+			"gpumux run: warning: uid %d has %lld clients already (max_clients_per_user %lld); "
+			"%s runs "
+			"in pass-through until one leaves\n",
+			(int)getuid(), (long long)mine, (long long)per, prog);
+	json_decref(root);
 }
 
 int gmx_cmd_run(int argc, char **argv)
@@ -160,9 +191,14 @@ int gmx_cmd_run(int argc, char **argv)
 		fprintf(stderr, "gpumux run: %s\n", err);
 		return 1;
 	}
-	if (rc != 0)
+	if (rc == -ENOENT || rc == -ECONNREFUSED)
 		fprintf(stderr, "gpumux run: warning: %s; %s runs in pass-through until gpumuxd starts\n",
 			err, cmd[0]);
+	else if (rc != 0)
+		fprintf(stderr, "gpumux run: warning: %s; %s runs in pass-through until gpumuxd serves it\n",
+			err, cmd[0]);
+	else
+		warn_if_full(st, cmd[0]);
 	const char *old = getenv("LD_LIBRARY_PATH");
 	size_t need = strlen(shim) + (old ? strlen(old) : 0) + 2;
 	char *ld = malloc(need);

@@ -76,6 +76,10 @@ int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_le
 			 p->starve_ns / 1e6, GMX_STARVE_NS_MIN / 1e6, GMX_STARVE_NS_MAX / 1e6);
 		return -EINVAL;
 	}
+	if (p->n_profiles && !p->profiles) {
+		snprintf(err, err_len, "%u task profiles announced but none given", p->n_profiles);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -41,6 +41,13 @@
  * conditional gap prediction grows as the gap lasts. */
 #define RECHECK_MIN_NS 20000LL
 
+typedef struct fslot {
+	uint64_t seq;
+	int64_t released; /* when it was released */
+	int64_t pred;	  /* its predicted duration */
+	int used;
+} fslot_t;
+
 typedef struct ftask {
 	gmx_cmd_queue_t queue; /* launch order */
 	uint32_t inflight;
@@ -51,10 +58,10 @@ typedef struct ftask {
 	uint64_t sub_last;           /* last released kernel: the context of the head */
 	int64_t last_end;            /* last completion; -1 never */
 	int64_t head_since;          /* when the current head became head */
-	/* measuring */
-	int64_t *sub_t;              /* release time per in-flight command (ring, by seq) */
-	int64_t *sub_pred;           /* its predicted duration */
-	uint64_t *sub_seq;           /* its seq, 0 once completed */
+	/* measuring: one slot per command in flight (at most inflight_max), found by seq; a
+	 * slot per task, not by seq modulo the bound, since seq is device-wide and other tasks'
+	 * commands fall between this task's */
+	fslot_t *slot;
 	int64_t busy_until;          /* predicted end of the task's in-flight work */
 	int64_t prev_done;           /* previous completion of any command of the task */
 	int pending;                 /* an observation waits for its gap */
@@ -74,6 +81,8 @@ struct gmx_policy {
 
 static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
+	if (gmx_sched_params_check(p, NULL, 0) != 0)
+		return -EINVAL; /* inflight_max sizes the slots; 0 would leave none */
 	gmx_policy_t *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -88,11 +97,8 @@ static void fk_destroy(gmx_policy_t *s)
 {
 	if (!s)
 		return;
-	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
-		free(s->task[t].sub_t);
-		free(s->task[t].sub_seq);
-		free(s->task[t].sub_pred);
-	}
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++)
+		free(s->task[t].slot);
 	free(s);
 }
 
@@ -112,15 +118,11 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 				lv[k] = lv[--*n];
 				break;
 			}
-		free(t->sub_t);
-		free(t->sub_seq);
-		free(t->sub_pred);
+		free(t->slot);
 		memset(t, 0, sizeof(*t));
 	}
-	t->sub_t = calloc(s->params.inflight_max, sizeof(*t->sub_t));
-	t->sub_seq = calloc(s->params.inflight_max, sizeof(*t->sub_seq));
-	t->sub_pred = calloc(s->params.inflight_max, sizeof(*t->sub_pred));
-	if (!t->sub_t || !t->sub_seq || !t->sub_pred)
+	t->slot = calloc(s->params.inflight_max, sizeof(*t->slot));
+	if (!t->slot)
 		return -ENOMEM;
 	t->present = 1;
 	t->priority = priority;
@@ -154,11 +156,15 @@ static void release(gmx_policy_t *s, uint32_t ti)
 	int64_t d = head_pred(s, t);
 	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	int64_t now = s->dev.now(s->dev.ctx);
-	uint32_t r = (uint32_t)(c->seq % s->params.inflight_max);
-	t->sub_t[r] = now; /* at most inflight_max in flight: slots by seq rarely collide */
-	t->sub_seq[r] = c->seq;
-	t->sub_pred[r] = d > 0 ? d : 0;
-	t->busy_until = (t->busy_until > now ? t->busy_until : now) + t->sub_pred[r];
+	int64_t pred = d > 0 ? d : 0;
+	/* At most inflight_max commands of a task are in flight, so a slot is free; were none,
+	 * the command would simply go unmeasured. */
+	for (uint32_t r = 0; r < s->params.inflight_max; r++)
+		if (!t->slot[r].used) {
+			t->slot[r] = (fslot_t){.seq = c->seq, .released = now, .pred = pred, .used = 1};
+			break;
+		}
+	t->busy_until = (t->busy_until > now ? t->busy_until : now) + pred;
 	if (c->kernel_id)
 		t->sub_last = c->kernel_id;
 	t->inflight++;
@@ -343,19 +349,21 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 		t->inflight--;
 	/* Re-base the task's predicted busy time on what is still in flight. */
 	t->busy_until = now;
+	int64_t released = -1;
 	for (uint32_t r = 0; r < s->params.inflight_max; r++) {
-		if (t->sub_seq[r] == cmd->seq)
-			t->sub_seq[r] = 0;
-		else if (t->sub_seq[r])
-			t->busy_until += t->sub_pred[r];
+		if (t->slot[r].used && t->slot[r].seq == cmd->seq) {
+			released = t->slot[r].released;
+			t->slot[r].used = 0;
+		} else if (t->slot[r].used) {
+			t->busy_until += t->slot[r].pred;
+		}
 	}
 	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
 		uint64_t ctx = t->last_id;
 		if (t->host_wait && !t->queue.head && !t->inflight)
 			ctx = GMX_KPROF_AFTER_SYNC(ctx);
-		if (s->params.profile_learn && t->prof) {
-			uint32_t r = s->params.inflight_max ? (uint32_t)(cmd->seq % s->params.inflight_max) : 0;
-			int64_t began = t->sub_t[r];
+		if (s->params.profile_learn && t->prof && released >= 0) {
+			int64_t began = released;
 			if (t->prev_done > began)
 				began = t->prev_done;
 			learn_flush(t, 0);

@@ -19,6 +19,8 @@ struct gmx_policy {
 
 static int mps_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
+	if (gmx_sched_params_check(p, NULL, 0) != 0)
+		return -EINVAL; /* e.g. inflight_max 0 would never release anything */
 	gmx_policy_t *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;

@@ -1,11 +1,14 @@
 /* The slice-based policies, one dispatcher with three behaviours.
  *
  * timeslice: contexts take turns in fixed slices, as the GPU's default time
- * slicing does. A kernel is never cut: a slice that expires while the task has
- * work in flight ends when that work completes. A task with nothing queued
- * yields at once (the hardware moves to the next runnable context). Tasks are
- * taken in round-robin order within the highest priority level that has work;
- * with equal priorities that is plain round robin.
+ * slicing does. On a device that can preempt (the simulator: the GPU's
+ * instruction-level compute preemption, Pascal and later), a slice that
+ * expires while the task has kernels running stops them where they are, and
+ * they resume when the task's turn comes again; on one that cannot, the slice
+ * ends when that work completes. A task with nothing queued and nothing
+ * stopped yields at once (the hardware moves to the next runnable context).
+ * Tasks are taken in round-robin order within the highest priority level that
+ * has work; with equal priorities that is plain round robin.
  *
  * timeline: the scheduler the memory planner plans over. Tasks take turns in
  * exactly the order gmx_timeline_order() predicts, so that the planner knows
@@ -35,9 +38,9 @@ struct gmx_policy {
 	gmx_device_t dev;
 	gmx_sched_params_t params;
 	enum variant variant;
-	int64_t grace_ns;   /* how long an idle active task keeps the device */
+	int64_t grace_ns; /* how long an idle active task keeps the device */
 	uint32_t n_tasks;
-	int active;         /* task owning the device, -1 none */
+	int active;	    /* task owning the device, -1 none */
 	int64_t slice_end;  /* when the active task's slice expires */
 	int64_t idle_since; /* when the active task ran dry, -1 busy */
 	struct {
@@ -45,11 +48,14 @@ struct gmx_policy {
 		uint32_t inflight;
 		int priority;
 		int present, done;
+		int held; /* preempted: its in-flight work waits on the device for its next turn */
 	} task[GMX_MAX_TASKS];
 };
 
 static int create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out, enum variant v)
 {
+	if (gmx_sched_params_check(p, NULL, 0) != 0)
+		return -EINVAL; /* e.g. inflight_max 0 would never release anything */
 	gmx_policy_t *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -98,7 +104,15 @@ static int ts_task_add(gmx_policy_t *s, uint32_t task, int priority)
 
 static int has_work(const gmx_policy_t *s, uint32_t t)
 {
-	return s->task[t].present && s->task[t].queue.length > 0;
+	return s->task[t].present &&
+	       (s->task[t].queue.length > 0 || (s->task[t].held && s->task[t].inflight > 0));
+}
+
+/* Preempting is what the hardware's time slicing does; the timeline and
+ * exclusive variants (gpumux's own schedulers) let kernels finish. */
+static int can_preempt(const gmx_policy_t *s)
+{
+	return s->variant == V_TIMESLICE && s->dev.preempt;
 }
 
 /* timeslice: the next task after `from` in round robin within the best
@@ -162,14 +176,22 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 		s->idle_since = now;
 	int idle = a >= 0 && !has_work(s, (uint32_t)a);
 	int expired = a < 0 || now >= s->slice_end;
-	int grace_over = idle && (s->task[a].done || (s->idle_since >= 0 && now >= s->idle_since + s->grace_ns));
+	int grace_over =
+	    idle && (s->task[a].done || (s->idle_since >= 0 && now >= s->idle_since + s->grace_ns));
 	if (expired || grace_over) {
-		if (a >= 0 && s->task[a].inflight > 0)
+		if (a >= 0 && s->task[a].inflight > 0 && !can_preempt(s))
 			return; /* never cut a kernel: switch when it completes */
-		int n = s->variant == V_TIMELINE
-				? next_on_timeline(s, a)
-				: next_round_robin(s, a < 0 ? (int)s->n_tasks - 1 : a);
+		int n = s->variant == V_TIMELINE ? next_on_timeline(s, a)
+						 : next_round_robin(s, a < 0 ? (int)s->n_tasks - 1 : a);
+		if (n >= 0 && n != a && a >= 0 && s->task[a].inflight > 0) {
+			s->task[a].held = 1; /* cut its kernels where they are */
+			s->dev.preempt(s->dev.ctx, (uint32_t)a, 1);
+		}
 		if (n >= 0 && (n != a || expired)) {
+			if (s->task[n].held) {
+				s->task[n].held = 0;
+				s->dev.preempt(s->dev.ctx, (uint32_t)n, 0);
+			}
 			s->active = n;
 			s->idle_since = -1;
 			s->slice_end = now + s->params.slice_ns;
@@ -218,6 +240,11 @@ static void ts_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	if (s->task[cmd->task].inflight)
 		s->task[cmd->task].inflight--;
+	if (!s->task[cmd->task].inflight && s->task[cmd->task].held) {
+		/* Its last work in flight was a copy (copy engines are not held). */
+		s->task[cmd->task].held = 0;
+		s->dev.preempt(s->dev.ctx, cmd->task, 0);
+	}
 	dispatch(s);
 }
 
@@ -233,41 +260,41 @@ static void ts_on_host_wait(gmx_policy_t *s, uint32_t task)
 }
 
 const gmx_policy_ops_t gmx_sched_timeslice_ops = {
-	.name = "timeslice",
-	.summary = "contexts take turns in fixed slices; a kernel is never cut",
-	.create = ts_create,
-	.destroy = ts_destroy,
-	.task_add = ts_task_add,
-	.task_done = ts_task_done,
-	.on_launch = ts_on_launch,
-	.on_complete = ts_on_complete,
-	.on_timer = ts_on_timer,
-	.on_host_wait = ts_on_host_wait,
+    .name = "timeslice",
+    .summary = "contexts take turns in fixed slices; a slice that expires preempts the running kernel",
+    .create = ts_create,
+    .destroy = ts_destroy,
+    .task_add = ts_task_add,
+    .task_done = ts_task_done,
+    .on_launch = ts_on_launch,
+    .on_complete = ts_on_complete,
+    .on_timer = ts_on_timer,
+    .on_host_wait = ts_on_host_wait,
 };
 
 const gmx_policy_ops_t gmx_sched_timeline_ops = {
-	.name = "timeline",
-	.summary = "round robin by priority in the order the memory planner predicts; a slice is held "
-		   "through short host gaps",
-	.create = tl_create,
-	.destroy = ts_destroy,
-	.task_add = ts_task_add,
-	.task_done = ts_task_done,
-	.on_launch = ts_on_launch,
-	.on_complete = ts_on_complete,
-	.on_timer = ts_on_timer,
-	.on_host_wait = ts_on_host_wait,
+    .name = "timeline",
+    .summary = "round robin by priority in the order the memory planner predicts; a slice is held "
+	       "through short host gaps",
+    .create = tl_create,
+    .destroy = ts_destroy,
+    .task_add = ts_task_add,
+    .task_done = ts_task_done,
+    .on_launch = ts_on_launch,
+    .on_complete = ts_on_complete,
+    .on_timer = ts_on_timer,
+    .on_host_wait = ts_on_host_wait,
 };
 
 const gmx_policy_ops_t gmx_sched_exclusive_ops = {
-	.name = "exclusive",
-	.summary = "each task alone, one after another",
-	.create = ex_create,
-	.destroy = ts_destroy,
-	.task_add = ts_task_add,
-	.task_done = ts_task_done,
-	.on_launch = ts_on_launch,
-	.on_complete = ts_on_complete,
-	.on_timer = ts_on_timer,
-	.on_host_wait = ts_on_host_wait,
+    .name = "exclusive",
+    .summary = "each task alone, one after another",
+    .create = ex_create,
+    .destroy = ts_destroy,
+    .task_add = ts_task_add,
+    .task_done = ts_task_done,
+    .on_launch = ts_on_launch,
+    .on_complete = ts_on_complete,
+    .on_timer = ts_on_timer,
+    .on_host_wait = ts_on_host_wait,
 };

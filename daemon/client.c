@@ -29,6 +29,8 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 {
 	(void)ctx;
 	SRV.timer_at = at;
+	if (SRV.tfd < 0)
+		return; /* no loop (tests): whoever drives the daemon fires the timer */
 	struct itimerspec it = {0};
 	if (at <= 0)
 		at = 1; /* "now": an absolute time in the past fires at once */
@@ -103,6 +105,8 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	dcmd_t *d = (dcmd_t *)cmd;
 	client_t *c = d->cl;
 	if (d->state == D_ORPHAN || c->dead || c->cut) {
+		if (d->state == D_QUEUED)
+			c->queued--;
 		d->state = D_ORPHAN;
 		d->dnext = SRV.deferred; /* completes at once, after this policy call */
 		SRV.deferred = d;
@@ -148,20 +152,31 @@ int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 	return 0;
 }
 
-/* Frees a dead client's slot once the policy holds none of its commands. */
-static void maybe_free_slot(client_t *c)
-{
-	if (!c->dead || c->refs > 0)
-		return;
-	free(c->allocs);
-	memset(c, 0, sizeof *c);
-}
-
 static void dcmd_free(dcmd_t *d)
 {
 	free(d->ranges);
 	free(d);
 }
+
+void gmxd__free_slot(client_t *c)
+{
+	for (int h = 0; h < HASH; h++)
+		for (dcmd_t *d = c->hash[h], *nx; d; d = nx) {
+			nx = d->hnext;
+			dcmd_free(d);
+		}
+	free(c->allocs);
+	memset(c, 0, sizeof *c);
+}
+
+/* Frees a dead client's slot once the policy holds none of its commands. */
+static void maybe_free_slot(client_t *c)
+{
+	if (c->dead && c->refs == 0)
+		gmxd__free_slot(c);
+}
+
+static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
 
 /* Completes what was deferred during policy calls. */
 void gmxd__run_deferred(void)
@@ -170,6 +185,7 @@ void gmxd__run_deferred(void)
 		dcmd_t *d = SRV.deferred;
 		SRV.deferred = d->dnext;
 		client_t *c = d->cl;
+		hash_take(c, d->cseq, 1);
 		SRV.ops->on_complete(SRV.pol, &d->c);
 		dcmd_free(d);
 		c->refs--;
@@ -179,16 +195,22 @@ void gmxd__run_deferred(void)
 
 /* ---- clients ---- */
 
+/* The client picks its seqs: a secret multiplier keeps them from piling into one bucket. */
+static size_t hash_of(uint64_t cseq)
+{
+	return (size_t)((cseq * SRV.hash_key) >> 56) % HASH;
+}
+
 static void hash_put(client_t *c, dcmd_t *d)
 {
-	size_t h = (size_t)(d->cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
+	size_t h = hash_of(d->cseq);
 	d->hnext = c->hash[h];
 	c->hash[h] = d;
 }
 
 static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove)
 {
-	size_t h = (size_t)(cseq * 0x9E3779B97F4A7C15ull >> 56) % HASH;
+	size_t h = hash_of(cseq);
 	for (dcmd_t **pp = &c->hash[h]; *pp; pp = &(*pp)->hnext)
 		if ((*pp)->cseq == cseq) {
 			dcmd_t *d = *pp;
@@ -203,7 +225,7 @@ static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove)
  * policy, queued ones complete when the policy hands them out, memory is forgotten). */
 void gmxd__drop_client(client_t *c, const char *why)
 {
-	if (c->dead)
+	if (c->dead || !c->used)
 		return;
 	gmxd_log("client %u (pid %d, %s): %s; releasing %u in flight, %u queued, %llu bytes", c->id,
 		 (int)c->pid, c->name, why, c->inflight, c->queued, (unsigned long long)c->alloc_bytes);
@@ -217,20 +239,20 @@ void gmxd__drop_client(client_t *c, const char *why)
 	SRV.evicts_outstanding -= c->evicts;
 	c->evicts = 0;
 	gmxd_mem_drop(SRV.mem, c->task);
+	free(c->allocs);
+	c->allocs = NULL;
+	c->nallocs = 0;
+	c->alloc_bytes = 0;
 	c->nr = 0;
-	for (int i = 0; i < HASH; i++) {
-		for (dcmd_t *d = c->hash[i], *nx; d; d = nx) {
-			nx = d->hnext;
+	/* Its commands stay in its hash as orphans until the policy lets go of them. */
+	for (int i = 0; i < HASH; i++)
+		for (dcmd_t *d = c->hash[i]; d; d = d->hnext) {
 			if (d->state == D_GRANTED) {
-				d->state = D_ORPHAN;
 				d->dnext = SRV.deferred;
 				SRV.deferred = d;
-			} else {
-				d->state = D_ORPHAN; /* still in the policy's queue */
 			}
+			d->state = D_ORPHAN; /* a queued one is still in the policy's queue */
 		}
-		c->hash[i] = NULL;
-	}
 	c->inflight = c->queued = 0;
 	/* gmxd__run_deferred() may free the slot (and zero *c) once its last command
 	 * completes: keep the task's index for the policy and its name for the profile store. */
@@ -257,7 +279,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 static void protocol_error(client_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void protocol_error(client_t *c, const char *fmt, ...)
 {
-	char why[160];
+	char why[sizeof((client_t *)0)->cut_reason];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
@@ -284,6 +306,12 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 				       "malformed message: predicted ranges of seq %llu, then the notice "
 				       "of seq %llu",
 				       (unsigned long long)c->rseq, (unsigned long long)e->seq);
+			return;
+		}
+		if (c->queued + c->inflight >= GMXD_CMDS_PER_CLIENT) {
+			protocol_error(c,
+				       "malformed message: more than %d commands announced and not completed",
+				       GMXD_CMDS_PER_CLIENT);
 			return;
 		}
 		dcmd_t *d = calloc(1, sizeof *d);
@@ -347,10 +375,24 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 				return;
 			}
 		}
-		if (gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y) != 0) {
+		int rc = gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y);
+		if (rc == -E2BIG) {
 			protocol_error(c,
-				       "malformed message: allocation %#llx of %llu bytes overlaps another",
-				       (unsigned long long)e->x, (unsigned long long)e->y);
+				       "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				       (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
+				       (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+			return;
+		}
+		if (rc == -ENOMEM) {
+			gmxd__cut(c, "out of memory for its allocations");
+			return;
+		}
+		if (rc != 0) {
+			protocol_error(
+			    c,
+			    "malformed message: allocation %#llx of %llu bytes overlaps another or "
+			    "wraps",
+			    (unsigned long long)e->x, (unsigned long long)e->y);
 			return;
 		}
 		c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y};

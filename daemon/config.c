@@ -102,6 +102,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	    {"slice_us", offsetof(gmxd_config_t, slice_us), GMXD_SLICE_US_MIN, GMXD_SLICE_US_MAX},
 	    {"inflight", offsetof(gmxd_config_t, inflight), GMXD_INFLIGHT_MIN, GMXD_INFLIGHT_MAX},
 	    {"max_clients", offsetof(gmxd_config_t, max_clients), 1, GMXD_MAX_CLIENTS_MAX},
+	    {"max_clients_per_user", offsetof(gmxd_config_t, max_clients_per_user), 0, GMXD_MAX_CLIENTS_MAX},
 	    {"unresponsive_ms", offsetof(gmxd_config_t, unresponsive_ms), GMXD_UNRESPONSIVE_MS_MIN,
 	     GMXD_UNRESPONSIVE_MS_MAX},
 	    {"device_memory_mb", offsetof(gmxd_config_t, device_memory_mb), 1, GMXD_DEVICE_MEMORY_MB_MAX},

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "gmx_proto.h"
@@ -34,12 +35,23 @@
 #define GMXD_SPIN_US_MAX 10000
 #define GMXD_ALLOW_MAX 32
 #define GMXD_ALLOCS_PER_CLIENT 4096
-#define GMXD_LAT_SAMPLES 1024 /* recent notice-to-grant latencies kept per client */
+#define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
+#define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
+
+/* Connections before their first message (docs/daemon.md, "Connections"). Disallowed peers
+ * never wait: they are refused at accept. */
+#define GMXD_PENDING_MAX 256		     /* at most; fewer when the descriptor limit is low */
+#define GMXD_PENDING_PER_UID 16		     /* per uid other than root and the daemon's own */
+#define GMXD_PENDING_RESERVE 32		     /* of GMXD_PENDING_MAX, kept for root and the daemon's user */
+#define GMXD_PENDING_TIMEOUT_NS 2000000000LL /* a connection must say HELLO or STATUS_REQ by then */
+#define GMXD_LISTEN_BACKLOG 512		     /* connections the kernel queues before accept */
+#define GMXD_ACCEPT_BATCH 64		     /* accepted per loop iteration, so rings are not starved */
 
 typedef struct {
 	char runtime_dir[256];
 	char policy[32];
 	long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
+	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: max_clients */
 	uid_t allow_uid[GMXD_ALLOW_MAX];
 	int n_allow_uid;
 	gid_t allow_gid[GMXD_ALLOW_MAX];
@@ -62,5 +74,8 @@ int gmxd_run(const gmxd_config_t *c);
 
 /* Logs one line to stderr with a monotonic timestamp (journald keeps it). */
 void gmxd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Sends the log to f instead (NULL: nowhere; tests and the fuzzer). */
+void gmxd_log_to(FILE *f);
 
 #endif

@@ -38,13 +38,42 @@ static int cmp_seq(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+#define SLICE_CMDS 256 /* the earliest commands of a task that make its slice */
+
+/* Keeps the SLICE_CMDS earliest commands offered in q (a max-heap by seq, *nq used). */
+static void keep_earliest(dcmd_t **q, uint32_t *nq, dcmd_t *d)
+{
+	uint32_t i;
+	if (*nq < SLICE_CMDS) {
+		for (i = (*nq)++; i > 0 && q[(i - 1) / 2]->c.seq < d->c.seq; i = (i - 1) / 2)
+			q[i] = q[(i - 1) / 2];
+		q[i] = d;
+		return;
+	}
+	if (d->c.seq >= q[0]->c.seq)
+		return;
+	for (i = 0;;) { /* replace the latest kept and sift down */
+		uint32_t l = 2 * i + 1, big = i;
+		uint64_t bs = d->c.seq;
+		if (l < *nq && q[l]->c.seq > bs)
+			big = l, bs = q[l]->c.seq;
+		if (l + 1 < *nq && q[l + 1]->c.seq > bs)
+			big = l + 1;
+		if (big == i)
+			break;
+		q[i] = q[big];
+		i = big;
+	}
+	q[i] = d;
+}
+
 /* One slice per task: its commands in `state` that touch memory (but skip) in launch order,
  * their ranges appended to *buf from *start on; whole when one of them has no prediction. sl->r is set
  * by the caller once *buf stops moving. 0 or -ENOMEM. */
 static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
 		      uint32_t *len, uint32_t *cap, uint32_t *start)
 {
-	dcmd_t *q[256];
+	dcmd_t *q[SLICE_CMDS];
 	uint32_t nq = 0;
 	*sl = (gmxd_mem_slice_t){.task = c->task};
 	for (int h = 0; h < HASH; h++)
@@ -52,8 +81,9 @@ static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice
 			if (d != skip && d->state == state && GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind)) {
 				if (!d->nranges)
 					sl->whole = 1;
-				else if (nq < sizeof q / sizeof q[0])
-					q[nq++] = d; /* the furthest commands of a long queue matter least */
+				else
+					keep_earliest(q, &nq,
+						      d); /* the furthest of a long queue matter least */
 			}
 	if (sl->whole)
 		return 0;

@@ -2,11 +2,17 @@
  * gpumuxd's internals, shared by its files: the state of the one event loop, its clients and
  * the commands they announced. The daemon is single-threaded: nothing here is locked.
  *
- *   server.c      the loop: sockets, signals, timers, accepting and registering clients
+ *   server.c      the state's life (init, fini), the loop: sockets, signals, timers, liveness
+ *   admit.c       connections: credentials at accept, budgets before HELLO, the first
+ *                 message, WELCOME or REFUSED
  *   client.c      a client's rings, commands and departure; the device the policy drives
  *   mem_orders.c  migration orders for oversubscribed clients (memplan.c plans them)
  *   store.c       the on-disk profile store
  *   status.c      the STATUS reply
+ *
+ * Message handling never reaches for a socket it did not get: the loop hands it descriptors
+ * and credentials (gmxd__admit, gmxd__sock_event, gmxd__poll_rings, gmxd__tick), so tests and
+ * the fuzzer (fuzz/fuzz_daemon.c) drive it with socket pairs and a clock of their own.
  */
 #ifndef GMXD_SERVER_INTERNAL_H
 #define GMXD_SERVER_INTERNAL_H
@@ -23,11 +29,20 @@
 #include <sys/types.h>
 
 #define HASH 256
-#define PENDING_MAX 64
-#define PENDING_TIMEOUT_NS 2000000000LL /* a connection must say HELLO or STATUS_REQ by then */
 
 enum { D_QUEUED, D_GRANTED, D_ORPHAN };
 enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD };
+
+/* Why a connection was refused (status counts each). */
+enum {
+	GMXD_REF_NOT_ALLOWED, /* uid not allowed */
+	GMXD_REF_BUSY,	      /* max_clients, max_clients_per_user, or too many connections waiting */
+	GMXD_REF_MALFORMED,   /* a first message that is not a well-formed HELLO or STATUS_REQ */
+	GMXD_REF_VERSION,     /* another protocol version */
+	GMXD_REF_TIMEOUT,     /* nothing said within GMXD_PENDING_TIMEOUT_NS */
+	GMXD_REF_RESOURCES,   /* the daemon ran out of memory or descriptors */
+	GMXD_REF_KINDS
+};
 
 typedef struct client client_t;
 
@@ -47,6 +62,8 @@ typedef struct {
 	uint64_t ptr, size;
 } dalloc_t;
 
+/* A client. Its hash holds every command it announced until the policy has let go of it
+ * (orphans of a departed client included), so nothing is lost when the daemon stops. */
 struct client {
 	int used, dead, cut;
 	uint32_t id, task;
@@ -72,9 +89,11 @@ struct client {
 	char cut_reason[192];
 };
 
+/* A connection that has not said HELLO or STATUS_REQ yet. */
 typedef struct {
 	int fd;
 	int64_t since;
+	struct ucred cr;
 } pending_t;
 
 /* A ring entry waiting for evictions to be acknowledged before it may be sent. */
@@ -86,13 +105,17 @@ typedef struct action {
 
 typedef struct {
 	const gmxd_config_t *cfg;
-	int ep, lfd, sfd, tfd;
+	int ep, lfd, sfd, tfd, spare_fd;
+	int64_t listen_paused_until; /* out of descriptors: accept again then */
 	char sock_path[300];
 	const gmx_policy_ops_t *ops;
 	gmx_policy_t *pol;
 	int in_policy;
+	int64_t (*clock)(void); /* CLOCK_MONOTONIC in ns; tests bring their own */
+	uint64_t hash_key;	/* odd, random: clients cannot aim their seqs at one bucket */
 	client_t cl[GMX_MAX_TASKS];
-	pending_t pend[PENDING_MAX];
+	pending_t *pend;
+	uint32_t pend_max, n_pend;
 	uint32_t next_id;
 	uint64_t seq, tokens;
 	dcmd_t *deferred;
@@ -102,7 +125,7 @@ typedef struct {
 	gmxd_mem_t *mem;
 	uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
 	int64_t start_ns, timer_at;
-	uint64_t refused, cut_off, protocol_errors, total_grants;
+	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	int stop;
 	/* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
 	 * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
@@ -122,12 +145,59 @@ typedef struct {
 extern gmxd_server_t gmxd__srv;
 #define SRV gmxd__srv
 
-/* CLOCK_MONOTONIC in ns. */
+/* ---- server.c ---- */
+
+/* Sets up the state for cfg without sockets: policy, memory planner, profile store (checked
+ * writable; an empty profile_dir has none), connection budgets. 0, or a negative errno with
+ * the reason logged. clock: NULL for CLOCK_MONOTONIC. */
+int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void));
+
+/* Ends every client ("daemon stopping"), saves profiles and frees the state. */
+void gmxd__fini(void);
+
+/* The daemon's clock, in ns. */
 int64_t gmxd__now_ns(void);
 
-/* Adds fd to the loop's epoll set, tagged with (type, idx); removes it. */
+/* Housekeeping at `now`: cuts off the unresponsive, ends the clients marked cut, refuses
+ * connections silent for too long. */
+void gmxd__tick(int64_t now);
+
+/* The policy's timer fired. */
+void gmxd__timer_fired(void);
+
+/* Client `task`'s socket is readable: a hang-up ends it, data cuts it off. */
+void gmxd__sock_event(uint32_t task);
+
+/* Checks the books: per client, commands against counts, allocations against the planner;
+ * evictions outstanding; the planner's own. 0, or -EFAULT with what is wrong in err. */
+int gmxd__check(char *err, size_t err_len);
+
+/* Adds fd to the loop's epoll set, tagged with (type, idx); removes it. No-ops without a
+ * loop. */
 void gmxd__ep_add(int fd, int type, uint32_t idx);
 void gmxd__ep_del(int fd);
+
+/* ---- admit.c ---- */
+
+/* A connection was accepted from the peer cr: refused at once if the peer may not be served,
+ * answered if its first message is already there, else kept pending within its uid's
+ * budget. Takes fd. */
+void gmxd__admit(int fd, const struct ucred *cr);
+
+/* Pending connection idx is readable. */
+void gmxd__pending_read(uint32_t idx);
+
+/* Answers the first message of a connection (n bytes at msg; n may exceed what msg holds
+ * when the peer sent more): WELCOME, STATUS or REFUSED with the reason. Takes fd. */
+void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t held, ssize_t n);
+
+/* Refuses pending connections older than GMXD_PENDING_TIMEOUT_NS at `now`. */
+void gmxd__pending_expire(int64_t now);
+
+/* Sends REFUSED (error, reason) on fd, counts it under `kind`, and closes fd. */
+void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- client.c ---- */
 
 /* The device the policy drives (see server.c's header comment). */
 int64_t gmxd__dev_now(void *ctx);
@@ -153,17 +223,30 @@ void gmxd__run_deferred(void);
 /* Ends client c (hung up, cut off, or the daemon stopping): releases all it held. */
 void gmxd__drop_client(client_t *c, const char *why);
 
+/* Frees a departed client's slot and the commands the policy still held (at shutdown, once
+ * the policy is gone). */
+void gmxd__free_slot(client_t *c);
+
 /* Drains every client's up ring; returns the number of entries taken. */
 int gmxd__poll_rings(void);
 
 /* Makes command d's working set resident before its grant (oversubscribed clients). */
 void gmxd__plan_memory(client_t *c, dcmd_t *d);
 
+/* ---- store.c ---- */
+
+/* Prepares the profile store: creates profile_dir (mode 0700) and proves it writable, makes
+ * the files already there private. 0, or a negative errno with the reason in err. */
+int gmxd__store_open(char *err, size_t err_len);
+
 /* Loads the stored profile of task `name` into *p when there is one (a bad file is logged). */
 void gmxd__store_load(const char *name, gmx_kprof_t *p);
 
-/* Writes a snapshot of task `name`'s profile to the store, when it has learned anything. */
+/* Writes a snapshot of task `name`'s profile to the store, when it has learned anything:
+ * mode 0600, flushed to disk before it replaces the previous file. */
 void gmxd__store_save(const char *name, gmx_kprof_t *p);
+
+/* ---- status.c ---- */
 
 /* Sends the STATUS reply (JSON) on fd, without blocking. */
 void gmxd__status_reply(int fd);

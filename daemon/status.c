@@ -27,8 +27,28 @@ static void lat_pct(const uint32_t *samples, uint32_t count, double *p50, double
 	*p99 = tmp[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e3;
 }
 
+/* s as the inside of a JSON string (names may hold '"' or '\\'; paths anything). */
+static const char *json_str(const char *s, char *out, size_t len)
+{
+	size_t o = 0;
+	for (; *s && o + 7 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			o += (size_t)snprintf(out + o, len - o, "\\u%04x", ch);
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	out[o] = 0;
+	return out;
+}
+
 void gmxd__status_reply(int fd)
 {
+	char e1[sizeof SRV.sock_path * 6], e2[GMX_NAME_MAX * 6];
 	static char buf[GMX_CTRL_MAX];
 	size_t off = sizeof(gmx_msg_hdr_t);
 	int64_t now = gmxd__now_ns();
@@ -40,14 +60,29 @@ void gmxd__status_reply(int fd)
 		if (k_ > 0)                                                                                  \
 			off = off + (size_t)k_ < sizeof buf ? off + (size_t)k_ : sizeof buf - 1;             \
 	} while (0)
+	int live = 0;
+	for (int t = 0; t < GMX_MAX_TASKS; t++)
+		live += SRV.cl[t].used && !SRV.cl[t].dead;
 	OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
-	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"device_memory_bytes\":%llu,"
-	    "\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
+	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"max_clients\":%ld,\"max_clients_per_user\":%ld,"
+	    "\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%llu,"
+	    "\"task_memory_limit_bytes\":%llu,",
+	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
+	    (now - SRV.start_ns) / 1e9, json_str(SRV.sock_path, e1, sizeof e1), SRV.cfg->max_clients,
+	    SRV.cfg->max_clients_per_user ? SRV.cfg->max_clients_per_user : SRV.cfg->max_clients, live,
+	    SRV.n_pend, (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+	OUT("\"refusals\":{\"not_allowed\":%llu,\"busy\":%llu,\"malformed\":%llu,\"version\":%llu,"
+	    "\"timeout\":%llu,\"resources\":%llu},",
+	    (unsigned long long)SRV.refusals[GMXD_REF_NOT_ALLOWED],
+	    (unsigned long long)SRV.refusals[GMXD_REF_BUSY],
+	    (unsigned long long)SRV.refusals[GMXD_REF_MALFORMED],
+	    (unsigned long long)SRV.refusals[GMXD_REF_VERSION],
+	    (unsigned long long)SRV.refusals[GMXD_REF_TIMEOUT],
+	    (unsigned long long)SRV.refusals[GMXD_REF_RESOURCES]);
+	OUT("\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
 	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"clients\":[",
-	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
-	    (now - SRV.start_ns) / 1e9, SRV.sock_path, (unsigned long long)SRV.mem_cap,
 	    (unsigned long long)gmxd_mem_resident(SRV.mem, GMX_MAX_TASKS),
 	    (unsigned long long)SRV.total_grants, (unsigned long long)SRV.refused,
 	    (unsigned long long)SRV.cut_off, (unsigned long long)SRV.protocol_errors, hp50, hp99,
@@ -67,10 +102,10 @@ void gmxd__status_reply(int fd)
 		    "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,"
 		    "\"resident_bytes\":%llu,\"grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 		    "\"samples\":%u},\"connected_s\":%.3f}",
-		    first ? "" : ",", c->id, (int)c->pid, (int)c->uid, c->name, c->priority,
-		    c->oversub ? "true" : "false", c->queued, c->inflight, (unsigned long long)c->notices,
-		    (unsigned long long)c->grants, (unsigned long long)c->completions,
-		    (unsigned long long)c->alloc_bytes,
+		    first ? "" : ",", c->id, (int)c->pid, (int)c->uid, json_str(c->name, e2, sizeof e2),
+		    c->priority, c->oversub ? "true" : "false", c->queued, c->inflight,
+		    (unsigned long long)c->notices, (unsigned long long)c->grants,
+		    (unsigned long long)c->completions, (unsigned long long)c->alloc_bytes,
 		    (unsigned long long)gmxd_mem_resident(SRV.mem, c->task), p50, p99,
 		    c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES, (now - c->connected_ns) / 1e9);
 		first = 0;
@@ -82,5 +117,3 @@ void gmxd__status_reply(int fd)
 	if (send(fd, buf, off, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		gmxd_log("status reply not delivered: %s", strerror(errno));
 }
-
-/* ---- the loop ---- */

@@ -1,15 +1,28 @@
 /*
  * The profile store: profile_dir/NAME.gmxprof per task name, loaded when a client of that
  * name registers, saved (a snapshot) when its last client leaves.
+ *
+ * The files hold task names and kernel timings of every user, so the directory is 0700 and
+ * each file 0600. A save writes a temporary beside the target, flushes it to disk, renames
+ * it over the previous file and flushes the directory, so a crash leaves the old profile or
+ * the new one, never a torn one. The store is checked at start: a profile_dir the daemon
+ * cannot write stops it with the reason, rather than losing every profile later.
  */
 #include "server_internal.h"
 
 #include "kprof_file.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define STORE_DIR_MODE 0700
+#define STORE_FILE_MODE 0600
 
 /* The profile file of task `name` under profile_dir, or -1 when the name
  * cannot name a file safely (anything but letters, digits, '.', '_', '-'). */
@@ -23,6 +36,79 @@ static int profile_path(const char *name, char *out, size_t len)
 			return -1;
 	int n = snprintf(out, len, "%s/%s.gmxprof", SRV.cfg->profile_dir, name);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Makes the files already in the store private (an older gpumuxd wrote them 0644). */
+static void privatise(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	int dfd = dirfd(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t l = strlen(e->d_name);
+		struct stat st;
+		if (l < 8 || strcmp(e->d_name + l - 8, ".gmxprof") != 0 ||
+		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid() || !(st.st_mode & 077))
+			continue;
+		if (fchmodat(dfd, e->d_name, STORE_FILE_MODE, 0) == 0)
+			gmxd_log("profile store: %s/%s made private (mode 0600)", dir, e->d_name);
+	}
+	closedir(d);
+}
+
+int gmxd__store_open(char *err, size_t err_len)
+{
+	const char *dir = SRV.cfg->profile_dir;
+	char path[sizeof SRV.cfg->profile_dir];
+	snprintf(path, sizeof path, "%s", dir);
+	/* Its parents as mkdir -p would (0755: they may be shared, like /var/lib/gpumux). */
+	for (char *q = path + 1; *q; q++)
+		if (*q == '/') {
+			*q = 0;
+			mkdir(path, 0755);
+			*q = '/';
+		}
+	if (mkdir(dir, STORE_DIR_MODE) != 0 && errno != EEXIST) {
+		int e = errno;
+		snprintf(err, err_len,
+			 "profile_dir %s: cannot create it: %s (create it, or set profile_dir to a "
+			 "directory gpumuxd may write)",
+			 dir, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, err_len, "profile_dir %s: not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid == geteuid() && (st.st_mode & 077) && chmod(dir, STORE_DIR_MODE) == 0)
+		gmxd_log("profile store: %s made private (mode 0700)", dir);
+	else if (st.st_mode & 077)
+		gmxd_log("profile store: %s is not private (mode %04o, owned by uid %d): other users may "
+			 "read task names and kernel timings",
+			 dir, (unsigned)(st.st_mode & 07777), (int)st.st_uid);
+	/* Prove it writable the way a save writes: a file created there and flushed. */
+	char probe[sizeof path + 32];
+	snprintf(probe, sizeof probe, "%s/.gpumuxd-probe.XXXXXX", dir);
+	int fd = mkstemp(probe);
+	if (fd < 0 || fsync(fd) != 0) {
+		int e = errno;
+		if (fd >= 0) {
+			close(fd);
+			unlink(probe);
+		}
+		snprintf(err, err_len,
+			 "profile_dir %s: cannot write there: %s (set profile_dir to a directory "
+			 "gpumuxd may write)",
+			 dir, strerror(e));
+		return -e;
+	}
+	close(fd);
+	unlink(probe);
+	privatise(dir);
+	return 0;
 }
 
 /* Loads the stored profile of `name` into *p (initialised) when there is one;
@@ -49,29 +135,61 @@ void gmxd__store_load(const char *name, gmx_kprof_t *p)
 	gmx_profile_free(v, n);
 }
 
+/* Writes snap to path through a private temporary beside it; 0 or a negative errno with the
+ * reason in err. */
+static int write_private(const char *path, const gmx_kprof_t *snap, char *err, size_t err_len)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+	int fd = mkstemp(tmp); /* 0600, O_EXCL: never follows a link someone left there */
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, err_len, "%s: cannot create a temporary: %s", path, strerror(e));
+		return -e;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		int e = errno;
+		close(fd);
+		unlink(tmp);
+		snprintf(err, err_len, "%s: %s", tmp, strerror(e));
+		return -e;
+	}
+	int rc = gmx_profile_print(f, snap, 1);
+	if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+		rc = -(errno ? errno : EIO);
+	if (fclose(f) != 0 && !rc)
+		rc = -(errno ? errno : EIO);
+	if (!rc && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc) {
+		snprintf(err, err_len, "%s: write failed: %s", path, strerror(-rc));
+		unlink(tmp);
+		return rc;
+	}
+	/* The rename itself is durable once the directory is. */
+	int dfd = open(SRV.cfg->profile_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) != 0)
+		gmxd_log("profile store: %s: flushing the directory: %s", SRV.cfg->profile_dir,
+			 strerror(errno));
+	if (dfd >= 0)
+		close(dfd);
+	return 0;
+}
+
 /* Writes the profile of `name` to the store, when it has learned anything. */
 void gmxd__store_save(const char *name, gmx_kprof_t *p)
 {
-	char path[512], err[512];
+	char path[512], err[700];
 	if (!p->n || profile_path(name, path, sizeof path))
 		return;
-	/* Create the store's folders on first use (mkdir -p). */
-	char dir[512];
-	snprintf(dir, sizeof dir, "%s", SRV.cfg->profile_dir);
-	for (char *q = dir + 1; *q; q++)
-		if (*q == '/') {
-			*q = 0;
-			mkdir(dir, 0755);
-			*q = '/';
-		}
-	mkdir(dir, 0755);
 	/* A snapshot: the store's profile may still be measured by a policy that holds it. */
 	gmx_kprof_t snap;
 	if (gmx_kprof_snapshot(p, &snap)) {
 		gmxd_log("profile store: cannot save %s: out of memory", path);
 		return;
 	}
-	if (gmx_profile_write(path, &snap, 1, err, sizeof err))
+	if (write_private(path, &snap, err, sizeof err))
 		gmxd_log("profile store: cannot save: %s", err);
 	else
 		gmxd_log("profile store: saved %s (%u kernels)", path, snap.n);

@@ -27,19 +27,8 @@ static void put_dist(FILE *f, const char *key, const gmx_kdist_t *d)
 		fprintf(f, " %" PRId64, d->q[i]);
 }
 
-int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *err, size_t err_len)
+int gmx_profile_print(FILE *f, const gmx_kprof_t *p, uint32_t n)
 {
-	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-		snprintf(err, err_len, "%s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		int rc = -errno;
-		snprintf(err, err_len, "%s: cannot create: %s", tmp, strerror(errno));
-		return rc;
-	}
 	fprintf(f, "# gpumux kernel profile (docs/fikit.md): per task, per kernel ID [after PREV],\n"
 		   "# duration and following idle gap in ns at quantiles 0, 1/32, ..., 1\n"
 		   "gmxprof %d\n", GMX_PROFILE_FORMAT_VERSION);
@@ -59,7 +48,23 @@ int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *
 		}
 		fputs("end\n", f);
 	}
-	int bad = ferror(f);
+	return ferror(f) ? -EIO : 0;
+}
+
+int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *err, size_t err_len)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
+		snprintf(err, err_len, "%s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		int rc = -errno;
+		snprintf(err, err_len, "%s: cannot create: %s", tmp, strerror(errno));
+		return rc;
+	}
+	int bad = gmx_profile_print(f, p, n) != 0;
 	if (fclose(f) || bad) {
 		snprintf(err, err_len, "%s: write failed", tmp);
 		unlink(tmp);

@@ -5,10 +5,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gpumux/kprofile.h"
 
 #define GMX_PROFILE_FORMAT_VERSION 1
+
+/* Writes n profiles to f in the file format; 0 or -EIO (a write failed). */
+int gmx_profile_print(FILE *f, const gmx_kprof_t *p, uint32_t n);
 
 /* Writes n profiles to `path` (through a temporary, renamed when complete).
  * 0 or a negative errno with one line in err. */

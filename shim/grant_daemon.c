@@ -210,7 +210,10 @@ static int try_connect(void)
 	h.flags = d.oversub ? GMX_HELLO_OVERSUBSCRIBE : 0;
 	h.pid = (int32_t)getpid();
 	snprintf(h.name, sizeof h.name, "%s", d.name);
-	if (send(s, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h) {
+	/* A daemon that refuses this process at accept has closed already (EPIPE, ECONNRESET):
+	 * its REFUSED is still there to read. */
+	if (send(s, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h && errno != EPIPE &&
+	    errno != ECONNRESET) {
 		int e = -errno;
 		close(s);
 		return e ? e : -EIO;
@@ -231,6 +234,8 @@ static int try_connect(void)
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
 	memset(&m, 0, sizeof m);
 	ssize_t got = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
+	if (got < 0 && errno == ECONNRESET) /* reported once, ahead of the queued reply */
+		got = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
 	int fds[3] = {-1, -1, -1};
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -241,7 +246,14 @@ static int try_connect(void)
 		err = -EPROTO;
 	} else if (m.w.h.type == GMX_MSG_REFUSED && got >= (ssize_t)sizeof m.r) {
 		m.r.reason[sizeof m.r.reason - 1] = 0;
-		fprintf(stderr, "gpumux: the daemon refused this process: %s\n", m.r.reason);
+		static char said[sizeof m.r.reason]; /* a refusal met at each retry is said once */
+		if (strcmp(said, m.r.reason) != 0) {
+			fprintf(stderr, "gpumux: the daemon refused this process: %s%s\n", m.r.reason,
+				m.r.error == EACCES || m.r.error == EPROTONOSUPPORT
+				    ? ""
+				    : "; running unscheduled (pass-through) until it is served");
+			memcpy(said, m.r.reason, sizeof said);
+		}
 		gmx_shim_log("daemon: refused: %s", m.r.reason);
 		err = m.r.error > 0 ? -m.r.error : -EACCES;
 	} else if (m.w.h.type != GMX_MSG_WELCOME || got < (ssize_t)sizeof m.w ||

@@ -23,15 +23,15 @@
 
 /* A command in a task's software queue, as a policy sees it. */
 typedef struct gmx_cmd {
-	uint64_t seq;         /* device-wide launch order, unique */
-	uint32_t task;        /* task index */
-	int16_t stream;       /* stream within the task */
-	uint8_t kind;         /* gmx_op_kind_t: KERNEL, COPY_*, MEMSET */
-	uint64_t kernel_id;   /* identity (name, grid, block, shared memory); 0 if unknown */
-	int64_t predicted_ns; /* expected solo GPU time */
-	const gmx_op_t *op;   /* launch details (args, regions) or NULL */
+	uint64_t seq;			/* device-wide launch order, unique */
+	uint32_t task;			/* task index */
+	int16_t stream;			/* stream within the task */
+	uint8_t kind;			/* gmx_op_kind_t: KERNEL, COPY_*, MEMSET */
+	uint64_t kernel_id;		/* identity (name, grid, block, shared memory); 0 if unknown */
+	int64_t predicted_ns;		/* expected solo GPU time */
+	const gmx_op_t *op;		/* launch details (args, regions) or NULL */
 	const gmx_workload_t *workload; /* owner of op's pools, or NULL */
-	struct gmx_cmd *next; /* queue link, owned by the policy while queued */
+	struct gmx_cmd *next;		/* queue link, owned by the policy while queued */
 } gmx_cmd_t;
 
 /* A memory movement a policy orders: a range of a task's memory to the device
@@ -54,6 +54,12 @@ typedef struct gmx_device {
 	int (*migrate)(void *ctx, const gmx_migration_t *m);
 	/* Asks for on_timer at time `at` (replaces any earlier request). */
 	void (*set_timer)(void *ctx, int64_t at);
+	/* Preempts `task` (hold = 1): its running kernels stop where they are and
+	 * none of its submitted commands starts on the execution engine until
+	 * hold = 0 resumes them where they stopped. What the GPU's compute
+	 * preemption does at the end of a context's time slice. May be NULL on
+	 * devices that cannot (a software queue waits for kernels to finish). */
+	void (*preempt)(void *ctx, uint32_t task, int hold);
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -63,12 +69,12 @@ typedef struct gmx_sched_params {
 	int64_t slice_ns;      /* timeslice length */
 	uint32_t inflight_max; /* commands per task released ahead of completion */
 	/* Priority gap filling (fikit, streamprio); see docs/fikit.md. */
-	double gap_quantile;   /* gap predicted at this quantile (lower = more conservative) */
-	int64_t switch_ns;     /* cost of switching the GPU between contexts, budgeted per fill */
-	int64_t starve_ns;     /* a queue head waiting this long is released regardless */
+	double gap_quantile;	/* gap predicted at this quantile (lower = more conservative) */
+	int64_t switch_ns;	/* cost of switching the GPU between contexts, budgeted per fill */
+	int64_t starve_ns;	/* a queue head waiting this long is released regardless */
 	gmx_kprof_t **profiles; /* per task index, NULL or NULL entries: none; not owned */
 	uint32_t n_profiles;
-	int profile_learn;     /* nonzero: the policy records observations into profiles */
+	int profile_learn; /* nonzero: the policy records observations into profiles */
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;
@@ -77,8 +83,9 @@ typedef struct gmx_policy gmx_policy_t;
 /* Policy flags: what a policy asks of the device. */
 #define GMX_POLICY_SPATIAL 1u  /* contexts may share the execution engine at once (MPS-like) */
 #define GMX_POLICY_PROFILES 2u /* uses per-task kernel profiles (params.profiles) */
-#define GMX_POLICY_PRIORITY_BLOCKS 4u /* runs tasks on prioritised streams: the hardware dispatches a
-				       * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
+	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
+	    * higher-priority kernel's thread blocks first */
 
 typedef struct gmx_policy_ops {
 	const char *name;
@@ -105,7 +112,8 @@ typedef struct gmx_policy_ops {
 /* Fills *p with the documented defaults (2 ms slice, 2 commands in flight, fikit's). */
 void gmx_sched_params_default(gmx_sched_params_t *p);
 
-/* Checks params against their bounds; writes the reason into err. 0 or -EINVAL. */
+/* Checks params against their bounds; writes the reason into err (may be NULL when err_len
+ * is 0). 0 or -EINVAL. Every policy's create refuses what this refuses. */
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len);
 
 /* The policy registered under `name`, or NULL. */

@@ -197,6 +197,142 @@ static void test_slice_larger_than_device(void **state)
 	gmxd_mem_destroy(m);
 }
 
+/* What a task may declare is bounded, with overflow-checked sums: past the task limit (or by
+ * a size that would wrap the sum) an allocation is refused with -E2BIG and nothing changes. */
+static void test_task_limit(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	char err[200];
+	assert_int_equal(gmxd_mem_create(4 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_task_limit(m), GMXD_MEM_TASK_BYTES_MAX);
+	gmxd_mem_set_task_limit(m, UINT64_MAX); /* capped */
+	assert_int_equal(gmxd_mem_task_limit(m), GMXD_MEM_TASK_BYTES_MAX);
+	gmxd_mem_set_task_limit(m, 10 * CH);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull, 6 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, 4 * CH + 1), -E2BIG);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, UINT64_MAX - 0x200000000ull), -E2BIG);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, UINT64_MAX), -EINVAL); /* wraps */
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, 4 * CH), 0);	     /* exactly the limit */
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x300000000ull, 1), -E2BIG);
+	assert_int_equal(gmxd_mem_alloc(m, 1, 0x300000000ull, 10 * CH), 0); /* per task */
+	assert_int_equal(gmxd_mem_bytes(m, 0), 10 * CH);
+	assert_int_equal(gmxd_mem_free(m, 0, 0x100000000ull), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x300000000ull, 6 * CH), 0);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	gmxd_mem_destroy(m);
+}
+
+/* A hostile task declares its whole limit (16 TiB in 4096 allocations of 4 GiB: 8M chunks).
+ * Plans cost at most the budget whatever it declared, its own plan loads what the device
+ * holds and reports the rest as demand-paged, and an honest task's plans stay exact. */
+static void test_plan_cost_bounded(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	char err[200];
+	const uint64_t cap = 64 * CH, big = 4ull << 30;
+	assert_int_equal(gmxd_mem_create(cap, &m), 0);
+	gmxd_mem_set_task_limit(m, 4096 * big);
+	uint64_t budget = gmxd_mem_budget(m);
+	assert_true(budget >= GMXD_MEM_BUDGET_BASE && budget < GMXD_MEM_BUDGET_BASE + 1000);
+	for (uint64_t i = 0; i < 4096; i++)
+		assert_int_equal(gmxd_mem_alloc(m, 1, (i + 1) << 40, big), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 1, 4097ull << 40, 1), -E2BIG);
+	gmxd_mem_stats_t st;
+	/* The hostile task's whole allocation first: the device fills, the rest pages. */
+	gmxd_mem_slice_t hs = whole(1);
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &hs, 1, 1, rec, NULL, &st), 0);
+	assert_true(st.visits <= budget);
+	assert_int_equal(st.load_bytes, cap);
+	assert_int_equal(st.short_bytes, 4096 * big - cap);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), cap);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	/* An honest task of 8 chunks next, the hostile one after it: exactly 8 chunks go out
+	 * and 8 come in, within the budget although the timeline names 16 TiB. */
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x1000, 8 * CH), 0);
+	gmxd_mem_slice_t tl[2] = {whole(0), whole(1)};
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, tl, 2, 1, rec, NULL, &st), 0);
+	assert_true(st.visits <= budget);
+	assert_int_equal(st.load_bytes, 8 * CH);
+	assert_int_equal(st.evict_bytes, 8 * CH);
+	assert_int_equal(st.short_bytes, 0);
+	assert_int_equal(gmxd_mem_resident(m, 0), 8 * CH);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), cap);
+	assert_true(gmxd_mem_ready(m, &tl[0]));
+	/* Ranges that name the hostile task's whole address space: bounded too. */
+	gmx_tpl_range_t all = {0, UINT64_MAX};
+	gmxd_mem_slice_t rs[3] = {ranges(1, &all, 1), ranges(1, &all, 1), whole(0)};
+	assert_false(gmxd_mem_ready(m, &rs[0]));
+	assert_int_equal(gmxd_mem_plan(m, rs, 3, 1, rec, NULL, &st), 0);
+	assert_true(st.visits <= budget);
+	assert_true(gmxd_mem_resident(m, GMX_MAX_TASKS) <= cap);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	gmxd_mem_drop(m, 1);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), gmxd_mem_resident(m, 0));
+	gmxd_mem_destroy(m);
+}
+
+/* A plan cut short by the budget in a protected slice evicts nothing (it cannot tell what
+ * granted work needs), but still loads into free room. */
+static void test_truncated_protected_slice_evicts_nothing(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	assert_int_equal(gmxd_mem_create(4 * CH, &m), 0);
+	uint64_t budget = gmxd_mem_budget(m);
+	/* Task 1 holds 3 chunks; task 0 needs 2 (one fits in the free room). */
+	assert_int_equal(gmxd_mem_alloc(m, 1, 0x100000000ull, 3 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x200000000ull, 2 * CH), 0);
+	gmxd_mem_slice_t s1 = whole(1);
+	gmxd_mem_stats_t st;
+	assert_int_equal(gmxd_mem_plan(m, &s1, 1, 1, rec, NULL, &st), 0);
+	/* A protected slice of task 1 that repeats one range more often than the budget
+	 * allows: the walk stops inside it. */
+	uint32_t nrep = (uint32_t)(budget / 3 + 2);
+	gmx_tpl_range_t *rep = malloc(nrep * sizeof *rep);
+	assert_non_null(rep);
+	for (uint32_t i = 0; i < nrep; i++)
+		rep[i] = (gmx_tpl_range_t){0x100000000ull, 3 * CH};
+	gmxd_mem_slice_t tl[2] = {whole(0), ranges(1, rep, nrep)};
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, tl, 2, 2, rec, NULL, &st), 0);
+	assert_true(st.truncated);
+	assert_true(st.visits <= budget);
+	assert_int_equal(st.evict_bytes, 0);
+	assert_int_equal(st.load_bytes, CH);
+	assert_int_equal(st.short_bytes, CH);
+	assert_int_equal(gmxd_mem_resident(m, 1), 3 * CH);
+	free(rep);
+	gmxd_mem_destroy(m);
+}
+
+/* The resident list survives frees and reallocations at the same address: a chunk freed
+ * while resident is forgotten, the new allocation there starts away. */
+static void test_free_and_realloc_resident(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	char err[200];
+	assert_int_equal(gmxd_mem_create(4 * CH, &m), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull, 2 * CH), 0);
+	gmxd_mem_slice_t s = whole(0);
+	gmxd_mem_stats_t st;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_free(m, 0, 0x100000000ull), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, 0x100000000ull, 3 * CH), 0);
+	assert_int_equal(gmxd_mem_resident(m, 0), 0);
+	assert_false(gmxd_mem_ready(m, &s));
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(st.load_bytes, 3 * CH);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	gmxd_mem_destroy(m);
+}
+
 /* Random cases: the device bound always holds, a plan never evicts what its first slice
  * needs, and when the first slice fits, it is resident afterwards. */
 static void test_random_invariants(void **state)
@@ -259,6 +395,14 @@ static void test_random_invariants(void **state)
 				if (g_o[i].to_device)
 					moved_in += g_o[i].len;
 			assert_int_equal(moved_in, st.load_bytes);
+			char err[200];
+			if (gmxd_mem_check(m, err, sizeof err))
+				fail_msg("round %d step %d: %s", round, step, err);
+			if (rand() % 8 == 0) { /* the task frees and allocates again at the same place */
+				uint32_t t = (uint32_t)(rand() % 4);
+				assert_int_equal(gmxd_mem_free(m, t, base[t]), 0);
+				assert_int_equal(gmxd_mem_alloc(m, t, base[t], size[t]), 0);
+			}
 		}
 		gmxd_mem_destroy(m);
 	}
@@ -267,12 +411,16 @@ static void test_random_invariants(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bookkeeping),
-		cmocka_unit_test(test_loads_predicted_chunks),
-		cmocka_unit_test(test_evicts_unneeded_then_furthest),
-		cmocka_unit_test(test_slice_larger_than_device),
-		cmocka_unit_test(test_protected_slices),
-		cmocka_unit_test(test_random_invariants),
+	    cmocka_unit_test(test_bookkeeping),
+	    cmocka_unit_test(test_loads_predicted_chunks),
+	    cmocka_unit_test(test_evicts_unneeded_then_furthest),
+	    cmocka_unit_test(test_slice_larger_than_device),
+	    cmocka_unit_test(test_protected_slices),
+	    cmocka_unit_test(test_task_limit),
+	    cmocka_unit_test(test_plan_cost_bounded),
+	    cmocka_unit_test(test_truncated_protected_slice_evicts_nothing),
+	    cmocka_unit_test(test_free_and_realloc_resident),
+	    cmocka_unit_test(test_random_invariants),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

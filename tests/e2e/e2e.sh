@@ -68,6 +68,24 @@ go() {
     touch "$R/go"
 }
 
+# stage: uid 65534 must reach gpumux, the interposer, the client and the socket, and a
+# checkout may sit below a directory it cannot enter (a mode-700 home or mktemp directory): run
+# from a staging directory it can (R, G and CLIENT point there; RUN keeps the real R for the
+# logs, copied back by unstage).
+stage() {
+    S=$(mktemp -d "${TMPDIR:-/tmp}/gpumux-e2e-$SCEN.XXXXXX") || { fail "mktemp"; exit 1; }
+    chmod 755 "$S" && mkdir "$S/shim" && cp "$G" "$S/gpumux" && cp "$B/shim/libcuda.so.1" "$S/shim/" &&
+        cp "$CLIENT" "$S/e2e_client" || { fail "cannot stage binaries in $S"; rm -rf "$S"; exit 1; }
+    RUN=$R R=$S G=$S/gpumux CLIENT=$S/e2e_client
+    export GPUMUX_RUNTIME_DIR=$R GPUMUX_STANDIN_DIR=$R GPUMUX_STANDIN_LOG=$R/standin.log
+}
+
+unstage() {
+    cp "$R"/*.log "$R"/*.out "$R"/*.run "$R"/*.err "$R"/*.json "$RUN"/ 2>/dev/null
+    rm -rf "$S"
+    S= R=$RUN
+}
+
 # Every launch of NAME completed, in launch order (kernel names by start time in the log).
 check_order() {
     local name=$1 pid
@@ -300,14 +318,7 @@ restart)
 refused)
     # Only root (and the daemon's user) may use this daemon; uid 65534 is refused with a
     # clear error while an allowed client runs normally.
-    # uid 65534 must reach gpumux, the interposer and the socket, and a checkout may sit below
-    # a directory it cannot enter (a mode-700 home or mktemp directory): run from a staging
-    # directory it can, and copy the logs back for the post-mortem.
-    S=$(mktemp -d "${TMPDIR:-/tmp}/gpumux-e2e-refused.XXXXXX") || { fail "mktemp"; exit 1; }
-    chmod 755 "$S" && mkdir "$S/shim" && cp "$G" "$S/gpumux" && cp "$B/shim/libcuda.so.1" "$S/shim/" &&
-        cp "$CLIENT" "$S/e2e_client" || { fail "cannot stage binaries in $S"; rm -rf "$S"; exit 1; }
-    RUN=$R R=$S G=$S/gpumux CLIENT=$S/e2e_client
-    export GPUMUX_RUNTIME_DIR=$R GPUMUX_STANDIN_DIR=$R GPUMUX_STANDIN_LOG=$R/standin.log
+    stage
     start_daemon "allow_users = root"
     client ok 5 -- --kernels ok:200 --count 100 --sync-every 8
     chmod 1777 "$R"
@@ -322,9 +333,137 @@ refused)
     wait $PID_ok
     check_order ok
     stop_daemon
-    cp "$R"/*.log "$R"/*.out "$R"/*.run "$R"/*.err "$RUN"/ 2>/dev/null
-    rm -rf "$S"
-    S= R=$RUN
+    unstage
+    ;;
+neighbours)
+    # Other users' silent connections lock nobody out. uid 65534 (not allowed) opens 100 that
+    # say nothing: each is refused at accept, with the reason. uid 65533 (allowed) does the
+    # same: it is held to its budget of connections waiting for HELLO (16), the rest refused
+    # at once, those 16 after 2 s. Meanwhile root's gpumux status answers and gpumux run is
+    # scheduled, not sent to pass-through.
+    stage
+    start_daemon "allow_users = root,65533"
+    chmod 1777 "$R"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$CLIENT" --hostile silent:100 --hold-ms 4000 \
+        >"$R/nobody.out" 2>&1 &
+    NPID=$!
+    setpriv --reuid=65533 --regid=65533 --clear-groups "$CLIENT" --hostile silent:100 --hold-ms 4000 \
+        >"$R/allowed.out" 2>&1 &
+    APID=$!
+    for _ in $(seq 200); do
+        grep -q "connections open" "$R/nobody.out" 2>/dev/null && grep -q "connections open" "$R/allowed.out" 2>/dev/null &&
+            break
+        sleep 0.02
+    done
+    cat "$R/nobody.out" "$R/allowed.out"
+    grep -q "silent: 100 of 100 connections open" "$R/nobody.out" || fail "uid 65534 could not open its 100 connections"
+    "$G" status --json >"$R/status.json" 2>"$R/status.err" ||
+        fail "gpumux status failed while other users held silent connections: $(cat "$R/status.err")"
+    GPUMUX_SHIM_LOG=$R/ok.shim "$G" run --priority 0 --name ok -- "$CLIENT" --out "$R/ok.out" --kernels ok:100 \
+        --count 20 2>"$R/ok.err" || fail "gpumux run failed: $(cat "$R/ok.err")"
+    ! grep -q "pass-through" "$R/ok.err" || fail "gpumux run fell back to pass-through: $(cat "$R/ok.err")"
+    grep -q "daemon: connected as client" "$R/ok.shim" || fail "root's client was not scheduled by the daemon"
+    check_order ok
+    wait $NPID $APID
+    cat "$R/nobody.out" "$R/allowed.out"
+    grep -q "silent: 100 refused, 0 closed without a reply, 0 still open; reason: uid 65534 (gid 65534) is not allowed" \
+        "$R/nobody.out" || fail "uid 65534's connections were not each refused with the reason"
+    grep -q "silent: 100 refused, 0 closed without a reply, 0 still open" "$R/allowed.out" ||
+        fail "uid 65533's connections were not each refused with a reason"
+    "$G" status --json >"$R/status.json"
+    jq -e '.refusals.not_allowed >= 100 and .refusals.busy >= 84 and .refusals.timeout >= 16 and
+        .pending_connections == 0' "$R/status.json" >/dev/null || fail "refusals not counted: $(jq -c .refusals "$R/status.json")"
+    echo "refusals: $(jq -c .refusals "$R/status.json")"
+    stop_daemon
+    unstage
+    ;;
+crowd)
+    # 200 clients say HELLO at once: max_clients (32) are welcomed, every other one reads a
+    # REFUSED with the reason; gpumux run started meanwhile says the daemon is full, and the
+    # interposer says why it runs unscheduled, once.
+    start_daemon "max_clients = 32"
+    "$CLIENT" --hostile crowd:200 --hold-ms 3000 >"$R/crowd.out" 2>&1 &
+    CPID=$!
+    for _ in $(seq 500); do grep -q '^held$' "$R/crowd.out" 2>/dev/null && break; sleep 0.02; done
+    cat "$R/crowd.out"
+    grep -q "crowd: 200 connections: 32 welcomed, 168 refused, 0 without a reply, 0 could not connect" "$R/crowd.out" ||
+        fail "not every client of the crowd was answered: $(head -1 "$R/crowd.out")"
+    grep -q "crowd: refused x168: the daemon serves 32 clients already (max_clients 32)" "$R/crowd.out" ||
+        fail "the refusals do not say why"
+    GPUMUX_SHIM_LOG=$R/late.shim "$G" run --priority 3 --name late -- "$CLIENT" --out "$R/late.out" \
+        --kernels l:100 --count 5 2>"$R/late.err" || fail "the late client failed: $(cat "$R/late.err")"
+    cat "$R/late.err"
+    grep -q "gpumux run: warning: gpumuxd serves 32 clients already (max_clients 32)" "$R/late.err" ||
+        fail "gpumux run did not say the daemon was full"
+    n=$(grep -c "the daemon refused this process: the daemon serves 32 clients already" "$R/late.err")
+    [ "$n" -eq 1 ] || fail "the interposer said the refusal $n times (expected once)"
+    wait $CPID
+    "$G" status --json >"$R/status.json"
+    jq -e '.refusals.busy >= 169 and .refused >= 169' "$R/status.json" >/dev/null ||
+        fail "refusals not counted: $(jq -c .refusals "$R/status.json")"
+    ;;
+malformed)
+    # Malformed first messages are refused with the reason and counted as refused: a
+    # STATUS_REQ claiming a 0xFFFFFFF0-byte body, a HELLO whose name has no NUL, garbage.
+    start_daemon
+    "$CLIENT" --hostile status-len >"$R/len.out" 2>&1
+    "$CLIENT" --hostile hello-nonul >"$R/nonul.out" 2>&1
+    "$CLIENT" --hostile bad-hello >"$R/junk.out" 2>&1
+    cat "$R/len.out" "$R/nonul.out" "$R/junk.out"
+    grep -q "reply: REFUSED error 71: malformed STATUS_REQ: the header says 4294967280 bytes follow, 0 did" \
+        "$R/len.out" || fail "a STATUS_REQ with a wrong length was not refused with the reason"
+    grep -q "reply: REFUSED error 71: malformed HELLO: the name is not NUL-terminated within 64 bytes" \
+        "$R/nonul.out" || fail "a HELLO without a NUL in its name was not refused with the reason"
+    grep -q "refused: malformed first message: magic 0xa5a5a5a5" "$R/junk.out" ||
+        fail "garbage was not refused with the reason"
+    "$G" status --json >"$R/status.json"
+    jq -e '.refused == 3 and .refusals.malformed == 3 and .protocol_errors == 3' "$R/status.json" >/dev/null ||
+        fail "malformed first messages not counted as refused: $(jq -c '{refused, refusals, protocol_errors}' "$R/status.json")"
+    ;;
+declared)
+    # A client announcing more managed memory than the machine holds (4 EiB) is cut off with
+    # the bound in the reason; a well-behaved oversubscribed client is unaffected.
+    export GPUMUX_STANDIN_MEM_MB=64
+    start_daemon "device_memory_mb = 64"
+    client good 5 --oversubscribe -- --kernels g:200 --count 40 --sync-every 4 --alloc-mb 16
+    "$CLIENT" --hostile huge-alloc >"$R/huge.out" 2>&1 || fail "huge-alloc: $(cat "$R/huge.out")"
+    grep -q "closed by the daemon" "$R/huge.out" || fail "the client was not closed"
+    grep -q "hostile): cut off: 0 + 4611686018427387904 bytes of allocations exceed device + host memory (" \
+        "$R/daemon.log" || fail "no cut-off line naming the bound (see $R/daemon.log)"
+    wait $PID_good
+    check_order good
+    "$G" status --json >"$R/status.json"
+    jq -e '.task_memory_limit_bytes > 64 * 1048576 and .task_memory_limit_bytes < 4611686018427387904' \
+        "$R/status.json" >/dev/null || fail "no sensible task memory limit: $(jq .task_memory_limit_bytes "$R/status.json")"
+    grep "cut off: allocations" "$R/daemon.log" | sed 's/^/log: /'
+    ;;
+store)
+    # The profile store is private (directory 0700, files 0600, older 0644 files made
+    # private at start), saves leave no temporaries, and a profile_dir that cannot be written
+    # stops the daemon at start with the reason.
+    touch "$R/file"
+    printf '[daemon]\nruntime_dir = %s\nprofile_dir = %s/file/profiles\n' "$R" "$R" >"$R/bad.conf"
+    timeout 10 "$D" --foreground --config "$R/bad.conf" 2>"$R/bad.err"
+    rc=$?
+    cat "$R/bad.err"
+    [ $rc -eq 1 ] || fail "gpumuxd started (or hung: $rc) with a profile_dir it cannot write"
+    grep -q "profile_dir $R/file/profiles: cannot create it: Not a directory" "$R/bad.err" ||
+        fail "no clear reason for the unwritable profile_dir"
+    mkdir -p "$R/store/profiles" && chmod 755 "$R/store/profiles"
+    printf 'gmxprof 1\n' >"$R/store/profiles/old.gmxprof" && chmod 644 "$R/store/profiles/old.gmxprof"
+    start_daemon "policy = fikit" "profile_dir = $R/store/profiles"
+    [ "$(stat -c %a "$R/store/profiles")" = 700 ] || fail "the store is mode $(stat -c %a "$R/store/profiles"), not 700"
+    [ "$(stat -c %a "$R/store/profiles/old.gmxprof")" = 600 ] || fail "an older profile was left readable"
+    client serve 0 -- --kernels hp:200,hq:300 --count 30 --gap-us 300
+    wait $PID_serve
+    check_order serve
+    for _ in $(seq 100); do [ -s "$R/store/profiles/serve.gmxprof" ] && break; sleep 0.05; done
+    [ -s "$R/store/profiles/serve.gmxprof" ] || fail "no profile saved for serve"
+    [ "$(stat -c %a "$R/store/profiles/serve.gmxprof")" = 600 ] ||
+        fail "a saved profile is mode $(stat -c %a "$R/store/profiles/serve.gmxprof"), not 600"
+    [ -z "$(find "$R/store/profiles" -name '*.tmp*')" ] || fail "a save left a temporary behind"
+    "$G" profile show "$R/store/profiles/serve.gmxprof" >/dev/null || fail "the saved profile does not read back"
+    echo "store: $(stat -c '%a %n' "$R/store/profiles" "$R/store/profiles"/*)"
     ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is

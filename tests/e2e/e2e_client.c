@@ -4,7 +4,8 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--start-when FILE] [--record-every K] [--hostile bad-hello|bad-ring|stall]
+ *              [--start-when FILE] [--record-every K] [--hold-ms MS]
+ *              [--hostile bad-hello|bad-ring|stall|huge-alloc|status-len|hello-nonul|silent:N|crowd:N]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
  * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
@@ -13,13 +14,18 @@
  * --start-when: after its allocation and one event record (which connects it to gpumuxd), write
  * "ready" and wait (up to 20 s) until FILE exists, so that several clients launch together.
  * --record-every K records an event after every K kernels (never waited for). --hostile talks
- * garbage to gpumuxd (no CUDA at all).
+ * garbage to gpumuxd (no CUDA at all): silent:N opens N connections that say nothing for
+ * --hold-ms (default 6000) and reports how the daemon answered; crowd:N sends N HELLOs at once
+ * and counts the replies (WELCOME, REFUSED with their reasons, none), holding what it was
+ * given for --hold-ms; status-len and hello-nonul send one malformed first message and print
+ * the reply; huge-alloc registers and announces an allocation no machine holds.
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +54,184 @@ static long long now_ns(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Speaks to gpumuxd like a broken or hostile client would; returns 0 once it was cut off. */
-static int hostile(const char *how)
+static int connect_daemon(void)
 {
 	const char *dir = getenv("GPUMUX_RUNTIME_DIR");
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir ? dir : GMX_RUNTIME_DIR_DEFAULT,
 		 GMX_SOCKET_NAME);
-	int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		close(s);
+		s = -1;
+	}
+	return s;
+}
+
+static void hello_init(gmx_msg_hello_t *h, const char *name, int prio, uint32_t flags)
+{
+	memset(h, 0, sizeof *h);
+	gmx_msg_init(&h->h, GMX_MSG_HELLO, sizeof *h);
+	h->priority = prio;
+	h->flags = flags;
+	h->pid = getpid();
+	snprintf(h->name, sizeof h->name, "%s", name);
+}
+
+/* Reads one reply (waiting up to ms): 'W' WELCOME (its descriptors closed), 'R' REFUSED (reason
+ * and error copied), 'S' STATUS, '-' closed without a reply, '?' anything else or nothing. */
+static int reply(int s, int ms, char *reason, size_t len, int *error)
+{
+	struct pollfd p = {.fd = s, .events = POLLIN};
+	if (poll(&p, 1, ms) <= 0)
+		return '?';
+	static char b[GMX_CTRL_MAX];
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {.iov_base = b, .iov_len = sizeof b};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	ssize_t n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
+	if (n < 0 && errno == ECONNRESET)
+		n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++)
+				close(((int *)CMSG_DATA(c))[k]);
+	if (n <= 0)
+		return '-';
+	const gmx_msg_hdr_t *h = (const gmx_msg_hdr_t *)b;
+	if (n < (ssize_t)sizeof *h || h->magic != GMX_PROTO_MAGIC)
+		return '?';
+	if (h->type == GMX_MSG_REFUSED && n >= (ssize_t)sizeof(gmx_msg_refused_t)) {
+		const gmx_msg_refused_t *r = (const gmx_msg_refused_t *)b;
+		snprintf(reason, len, "%.*s", (int)sizeof r->reason, r->reason);
+		*error = r->error;
+		return 'R';
+	}
+	return h->type == GMX_MSG_WELCOME ? 'W' : h->type == GMX_MSG_STATUS ? 'S' : '?';
+}
+
+/* N connections that say nothing for hold_ms; then how the daemon answered them. */
+static int silent(int n, long hold_ms)
+{
+	int *s = malloc((size_t)n * sizeof *s), opened = 0;
+	for (int i = 0; s && i < n; i++)
+		if ((s[opened] = connect_daemon()) >= 0)
+			opened++;
+	printf("silent: %d of %d connections open\n", opened, n);
+	fflush(stdout);
+	struct timespec ts = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+	int refused = 0, closed = 0, open = 0;
+	char reason[256] = "", last[256] = "";
+	for (int i = 0; i < opened; i++) {
+		int e = 0, r = reply(s[i], 0, reason, sizeof reason, &e);
+		refused += r == 'R';
+		closed += r == '-';
+		open += r == '?';
+		if (r == 'R')
+			snprintf(last, sizeof last, "%s", reason);
+		close(s[i]);
+	}
+	printf("silent: %d refused, %d closed without a reply, %d still open; reason: %s\n", refused, closed,
+	       open, last);
+	free(s);
+	return 0;
+}
+
+/* N HELLOs at once: every connection first, then every HELLO, then every reply. */
+static int crowd(int n, long hold_ms)
+{
+	int *s = malloc((size_t)n * sizeof *s);
+	if (!s)
+		return 1;
+	for (int i = 0; i < n; i++)
+		s[i] = connect_daemon();
+	gmx_msg_hello_t h;
+	for (int i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "crowd%d", i);
+		hello_init(&h, name, 5, 0);
+		if (s[i] >= 0)
+			send(s[i], &h, sizeof h, MSG_NOSIGNAL);
+	}
+	int w = 0, r = 0, none = 0, failed = 0;
+	char reasons[8][256];
+	int nreason = 0, count[8] = {0};
+	for (int i = 0; i < n; i++) {
+		char reason[256];
+		int e = 0, k = s[i] >= 0 ? reply(s[i], 10000, reason, sizeof reason, &e) : 'x';
+		if (k == 'W') {
+			w++;
+			continue; /* held open: the daemon serves it */
+		}
+		if (k == 'R') {
+			r++;
+			int j = 0;
+			while (j < nreason && strcmp(reasons[j], reason) != 0)
+				j++;
+			if (j == nreason && nreason < 8)
+				snprintf(reasons[nreason++], sizeof reasons[0], "%s", reason);
+			if (j < 8)
+				count[j]++;
+		} else if (k == 'x') {
+			failed++;
+		} else {
+			none++;
+		}
+		if (s[i] >= 0)
+			close(s[i]);
+		s[i] = -1;
+	}
+	printf("crowd: %d connections: %d welcomed, %d refused, %d without a reply, %d could not connect\n",
+	       n, w, r, none, failed);
+	for (int j = 0; j < nreason; j++)
+		printf("crowd: refused x%d: %s\n", count[j], reasons[j]);
+	printf("held\n");
+	fflush(stdout);
+	struct timespec ts = {hold_ms / 1000, (hold_ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+	for (int i = 0; i < n; i++)
+		if (s[i] >= 0)
+			close(s[i]);
+	free(s);
+	return 0;
+}
+
+/* Speaks to gpumuxd like a broken or hostile client would; returns 0 once it was cut off. */
+static int hostile(const char *how, long hold_ms)
+{
+	if (strncmp(how, "silent:", 7) == 0)
+		return silent(atoi(how + 7), hold_ms);
+	if (strncmp(how, "crowd:", 6) == 0)
+		return crowd(atoi(how + 6), hold_ms);
+	int s = connect_daemon();
+	if (s < 0) {
 		perror("e2e_client: connect");
 		return 1;
+	}
+	if (strcmp(how, "status-len") == 0 || strcmp(how, "hello-nonul") == 0) {
+		gmx_msg_hello_t h;
+		size_t len = sizeof h;
+		if (how[0] == 's') { /* a STATUS_REQ header claiming a body of 0xFFFFFFF0 bytes */
+			gmx_msg_init(&h.h, GMX_MSG_STATUS_REQ, sizeof h.h);
+			h.h.length = 0xFFFFFFF0u;
+			len = sizeof h.h;
+		} else {
+			hello_init(&h, "", 5, 0);
+			memset(h.name, 'A', sizeof h.name);
+		}
+		send(s, &h, len, MSG_NOSIGNAL);
+		char reason[256] = "";
+		int e = 0, k = reply(s, 5000, reason, sizeof reason, &e);
+		if (k == 'R')
+			printf("reply: REFUSED error %d: %s\n", e, reason);
+		else
+			printf("reply: %s\n", k == 'S'	 ? "STATUS"
+					      : k == 'W' ? "WELCOME"
+					      : k == '-' ? "closed"
+							 : "none");
+		return 0;
 	}
 	if (strcmp(how, "bad-hello") == 0) {
 		char junk[40];
@@ -66,11 +239,8 @@ static int hostile(const char *how)
 		send(s, junk, sizeof junk, 0);
 	} else {
 		gmx_msg_hello_t h;
-		memset(&h, 0, sizeof h);
-		gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
-		h.priority = 3;
-		h.pid = getpid();
-		snprintf(h.name, sizeof h.name, "%s", strcmp(how, "stall") == 0 ? "stall" : "hostile");
+		hello_init(&h, strcmp(how, "stall") == 0 ? "stall" : "hostile", 3,
+			   strcmp(how, "huge-alloc") == 0 ? GMX_HELLO_OVERSUBSCRIBE : 0);
 		send(s, &h, sizeof h, 0);
 		gmx_msg_welcome_t w;
 		char cbuf[CMSG_SPACE(3 * sizeof(int))];
@@ -109,6 +279,12 @@ static int hostile(const char *how)
 			}
 			printf("granted; now silent\n");
 			fflush(stdout);
+		} else if (strcmp(how, "huge-alloc") == 0) {
+			/* 4 EiB of managed memory: more than any device and host hold. */
+			gmx_ring_entry_t e = {.type = GMX_UP_ALLOC, .x = 1ull << 40, .y = 1ull << 62};
+			gmx_ring_push(&r->up, &e, &wake);
+			if (write(fds[1], &one, sizeof one) < 0)
+				perror("e2e_client: eventfd");
 		} else {
 			/* An entry type that does not exist, then an impossible tail. */
 			gmx_ring_entry_t e = {.type = 999, .seq = 1};
@@ -136,7 +312,7 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0;
+	     record_every = 0, hold_ms = 6000;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -160,13 +336,15 @@ int main(int argc, char **argv)
 			start_when = argv[i + 1];
 		else if (!strcmp(argv[i], "--hostile"))
 			how = argv[i + 1];
+		else if (!strcmp(argv[i], "--hold-ms"))
+			hold_ms = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
 		}
 	}
 	if (how)
-		return hostile(how);
+		return hostile(how, hold_ms);
 	FILE *log = out ? fopen(out, "w") : stdout;
 	if (!log) {
 		perror(out);
