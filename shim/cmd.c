@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "cmd.h"
+#include "modinfo.h"
 #include "tunables.h"
 
 #include <stdio.h>
@@ -15,6 +16,51 @@
 
 static fninfo_t *fn_table[FN_BUCKETS];
 
+/* Appends one parameter to fi's layout; 0, or -1 (layout unknown) when out of memory. */
+static int add_param(fninfo_t *fi, size_t off, size_t size)
+{
+	size_t *o = realloc(fi->off, (fi->n + 1) * sizeof *o);
+	if (o)
+		fi->off = o;
+	size_t *s = o ? realloc(fi->size, (fi->n + 1) * sizeof *s) : NULL;
+	if (s)
+		fi->size = s;
+	if (!o || !s)
+		return -1;
+	fi->off[fi->n] = off;
+	fi->size[fi->n] = size;
+	fi->n++;
+	if (off + size > fi->total)
+		fi->total = off + size;
+	return 0;
+}
+
+/* The layout the driver reports through getparam (cuFuncGetParamInfo or
+ * cuKernelGetParamInfo, the same prototype but for the handle type). */
+static void driver_layout(fninfo_t *fi, CUresult (*getparam)(void *, size_t, size_t *, size_t *))
+{
+	fi->known = 1;
+	for (size_t i = 0;; i++) {
+		size_t off, size;
+		CUresult r = getparam(fi->f, i, &off, &size);
+		if (r == CUDA_ERROR_INVALID_VALUE)
+			break; /* past the last parameter */
+		if (r != CUDA_SUCCESS || i >= 4096 || add_param(fi, off, size) != 0) {
+			fi->known = 0;
+			break;
+		}
+	}
+}
+
+/* The layout parsed from the kernel's image (modinfo.c). */
+static void image_layout(fninfo_t *fi, const gmx_kernel_info_t *k)
+{
+	fi->known = 1;
+	for (uint32_t i = 0; i < k->n_params && fi->known; i++)
+		if (add_param(fi, k->params[i].offset, k->params[i].size) != 0)
+			fi->known = 0;
+}
+
 fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 {
 	size_t h = gmx_shim__ptr_hash(f, FN_BUCKETS);
@@ -23,48 +69,58 @@ fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 			return fi;
 	__typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
 	__typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
-	const char *name = NULL;
-	*err = getname ? getname(&name, f) : CUDA_ERROR_NOT_SUPPORTED;
-	if (*err != CUDA_SUCCESS && *err != CUDA_ERROR_NOT_SUPPORTED)
-		return NULL; /* a bad handle: report it now, as the driver would */
+	__typeof__(&cuKernelGetName) kgetname = GMX_REAL(cuKernelGetName);
+	__typeof__(&cuKernelGetParamInfo) kgetparam = GMX_REAL(cuKernelGetParamInfo);
+	gmx_kinfo_mode_t mode = gmx_shim_kinfo_mode();
 	fninfo_t *fi = calloc(1, sizeof *fi);
 	if (!fi) {
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 		return NULL;
 	}
 	fi->f = f;
+	const char *name = NULL;
+	const gmx_kernel_info_t *k = NULL;
+	*err = CUDA_SUCCESS;
+	if (getname && getparam && mode != GMX_KINFO_IMAGE) {
+		/* The driver's own answer; a CUkernel (cudart 13 launches them) through the kernel
+		 * calls when the function calls refuse it. */
+		CUresult r = getname(&name, f);
+		CUresult (*param)(void *, size_t, size_t *, size_t *) =
+		    (CUresult(*)(void *, size_t, size_t *, size_t *))getparam;
+		if (r != CUDA_SUCCESS && kgetname && kgetparam &&
+		    kgetname(&name, (CUkernel)f) == CUDA_SUCCESS) {
+			r = CUDA_SUCCESS;
+			param = (CUresult(*)(void *, size_t, size_t *, size_t *))kgetparam;
+		}
+		if (r == CUDA_SUCCESS) {
+			driver_layout(fi, param);
+			if (mode == GMX_KINFO_VERIFY && fi->known)
+				gmx_shim_modinfo_verify(f, name, fi->n, fi->off, fi->size);
+		} else if ((k = gmx_shim_modinfo_lookup(f)) == NULL) {
+			free(fi);
+			*err = r; /* a bad handle: report it now, as the driver would */
+			return NULL;
+		}
+	} else {
+		/* A driver before CUDA 12.4 (or GPUMUX_SHIM_KERNEL_INFO=image): the loaded images. */
+		k = gmx_shim_modinfo_lookup(f);
+	}
+	if (k) {
+		name = k->name;
+		image_layout(fi, k);
+	}
 	fi->name = strdup(name ? name : "?");
-	fi->known = getparam != NULL;
-	for (size_t i = 0; fi->known; i++) {
-		size_t off, size;
-		CUresult r = getparam(f, i, &off, &size);
-		if (r == CUDA_ERROR_INVALID_VALUE)
-			break; /* past the last parameter */
-		if (r != CUDA_SUCCESS || i >= 4096) {
-			fi->known = 0;
-			break;
-		}
-		size_t *o = realloc(fi->off, (i + 1) * sizeof *o),
-		       *s = realloc(fi->size, (i + 1) * sizeof *s);
-		if (o)
-			fi->off = o;
-		if (s)
-			fi->size = s;
-		if (!o || !s) {
-			fi->known = 0;
-			break;
-		}
-		fi->off[i] = off;
-		fi->size[i] = size;
-		fi->n = i + 1;
-		if (off + size > fi->total)
-			fi->total = off + size;
+	if (!fi->name) {
+		free(fi->off);
+		free(fi->size);
+		free(fi);
+		*err = CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
 	}
 	if (fi->total > GMX_PARAM_BYTES_MAX)
 		fi->known = 0;
 	fi->next = fn_table[h];
 	fn_table[h] = fi;
-	*err = CUDA_SUCCESS;
 	return fi;
 }
 
@@ -107,8 +163,10 @@ int gmx_shim__cmd_copy_params(gmx_cmd *c, void **params, void **extra)
 {
 	fninfo_t *fi = c->fi;
 	if (params) {
-		if (!fi->known)
+		if (!fi->known) {
+			gmx_shim_modinfo_unidentified(fi->f, fi->name);
 			return -1;
+		}
 		if (gmx_shim__reserve((void **)&c->buf, &c->bufcap, fi->total ? fi->total : 1, 1) ||
 		    gmx_shim__reserve((void **)&c->pv, &c->pvcap, fi->n ? fi->n : 1, sizeof(void *)))
 			return -1;

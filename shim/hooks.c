@@ -6,6 +6,7 @@
  * Draining: stream/event synchronise and query, elapsed time, destroys, capture begin.
  * With the passthrough policy every hook calls the driver at once (the shim is transparent).
  */
+#include "modinfo.h"
 #include "queue.h"
 
 static inline int passthrough(void)
@@ -444,6 +445,7 @@ GMX_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 	if (!passthrough()) {
 		gmx_shim_drain_all();
 		gmx_shim_func_cache_clear();
+		gmx_shim_modinfo_unloaded(hmod); /* before the driver can hand the handle out again */
 	}
 	return real(hmod);
 }
@@ -454,6 +456,7 @@ GMX_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
 	if (!passthrough()) {
 		gmx_shim_drain_all();
 		gmx_shim_func_cache_clear();
+		gmx_shim_modinfo_unloaded(library);
 	}
 	return real(library);
 }

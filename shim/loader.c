@@ -143,10 +143,65 @@ CUresult gmx_shim_missing(int sym)
 	if (!g_real)
 		return CUDA_ERROR_NO_DEVICE;
 	if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		fprintf(stderr, "gpumux shim: the driver at %s lacks %s (driver older than the toolkit)\n",
+		fprintf(stderr,
+			"gpumux shim: the driver at %s lacks %s (older than the toolkit, or built "
+			"without it); such calls return CUDA_ERROR_NOT_SUPPORTED\n",
 			g_real_path, gmx_shim_sym_names[sym]);
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
+
+static CUresult ret_not_supported(void)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult ret_no_device(void)
+{
+	return CUDA_ERROR_NO_DEVICE;
+}
+
+/* Where a trampoline (an export cuda.h gives no prototype) jumps once the driver is loaded:
+ * the real function, or one returning gmx_shim_missing's error (it takes no arguments; the
+ * caller's are ignored, which the x86-64 calling convention allows). */
+GMX_HIDDEN void *gmx_shim_trampoline_target(int sym)
+{
+	void *real = gmx_shim_real(sym);
+	if (real)
+		return real;
+	return gmx_shim_missing(sym) == CUDA_ERROR_NO_DEVICE ? (void *)&ret_no_device
+							     : (void *)&ret_not_supported;
+}
+
+#if defined(__x86_64__)
+/* A trampoline's first call: %r11 holds the symbol index. Saves every argument register (and
+ * %rax, the vector-register count of a variadic call), asks for the target, restores them and
+ * jumps: the real function sees exactly the caller's arguments and returns to the caller. */
+__asm__(".text\n"
+	".globl gmx_shim_trampoline_slow\n"
+	".hidden gmx_shim_trampoline_slow\n"
+	".type gmx_shim_trampoline_slow, @function\n"
+	".p2align 4\n"
+	"gmx_shim_trampoline_slow:\n"
+	"    pushq %rdi\n    pushq %rsi\n    pushq %rdx\n    pushq %rcx\n"
+	"    pushq %r8\n    pushq %r9\n    pushq %rax\n" /* 7 pushes: %rsp is 16-byte aligned */
+	"    subq $128, %rsp\n"
+	"    movdqu %xmm0, 0(%rsp)\n    movdqu %xmm1, 16(%rsp)\n"
+	"    movdqu %xmm2, 32(%rsp)\n    movdqu %xmm3, 48(%rsp)\n"
+	"    movdqu %xmm4, 64(%rsp)\n    movdqu %xmm5, 80(%rsp)\n"
+	"    movdqu %xmm6, 96(%rsp)\n    movdqu %xmm7, 112(%rsp)\n"
+	"    movl %r11d, %edi\n"
+	"    call gmx_shim_trampoline_target\n"
+	"    movq %rax, %r11\n"
+	"    movdqu 0(%rsp), %xmm0\n    movdqu 16(%rsp), %xmm1\n"
+	"    movdqu 32(%rsp), %xmm2\n    movdqu 48(%rsp), %xmm3\n"
+	"    movdqu 64(%rsp), %xmm4\n    movdqu 80(%rsp), %xmm5\n"
+	"    movdqu 96(%rsp), %xmm6\n    movdqu 112(%rsp), %xmm7\n"
+	"    addq $128, %rsp\n"
+	"    popq %rax\n    popq %r9\n    popq %r8\n    popq %rcx\n"
+	"    popq %rdx\n    popq %rsi\n    popq %rdi\n"
+	"    jmpq *%r11\n"
+	".size gmx_shim_trampoline_slow, .-gmx_shim_trampoline_slow\n");
+#endif
 
 int gmx_shim_sym_index(const char *name)
 {

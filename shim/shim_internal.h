@@ -21,6 +21,7 @@
 /* Generated forwarders are weak so that a hook of the same name replaces them at link time. */
 #define GMX_FORWARDER __attribute__((weak, visibility("default")))
 #define GMX_EXPORT __attribute__((visibility("default")))
+#define GMX_HIDDEN __attribute__((visibility("hidden")))
 #define GMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GMX_LIKELY(x) __builtin_expect(!!(x), 1)
 
@@ -50,6 +51,10 @@ static inline void *gmx_shim_real(int i)
 
 /* Error for a call whose real function is missing: no driver at all, or an older driver. */
 CUresult gmx_shim_missing(int sym);
+
+/* A trampoline's destination for symbol index i (the real function, or one returning the
+ * error gmx_shim_missing gives); called from the trampolines' first-call path. */
+void *gmx_shim_trampoline_target(int sym);
 
 /* Address of the shim's own export for symbol index i (a hook or a forwarder). */
 void *gmx_shim_own(int sym);

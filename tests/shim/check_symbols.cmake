@@ -1,7 +1,8 @@
-# Compares the shim's exported symbols with the toolkit's stub libcuda.so:
-# every stub cu* symbol must be exported, and nothing else of the shim's own.
-# Usage: cmake -DNM=nm -DSHIM=libcuda.so.1 -DSTUB=stub/libcuda.so -P check_symbols.cmake
-foreach(v NM SHIM STUB)
+# Compares the shim's exported symbols with the toolkit's stub libcuda.so and the list of
+# NVIDIA's driver functions (DRIVER: shim/gen/nvidia_535_symbols.txt): every cu* symbol of
+# either must be exported, and nothing else of the shim's own.
+# Usage: cmake -DNM=nm -DSHIM=libcuda.so.1 -DSTUB=stub/libcuda.so -DDRIVER=list -P check_symbols.cmake
+foreach(v NM SHIM STUB DRIVER)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "check_symbols.cmake: -D${v}=... is required")
   endif()
@@ -22,6 +23,9 @@ endfunction()
 dyn_symbols(${SHIM} shim)
 dyn_symbols(${STUB} stub)
 list(FILTER stub INCLUDE REGEX "^cu")
+file(STRINGS ${DRIVER} driver REGEX "^cu[A-Z]")
+list(APPEND stub ${driver})
+list(REMOVE_DUPLICATES stub)
 set(missing "")
 foreach(s ${stub})
   list(FIND shim ${s} i)
@@ -42,4 +46,4 @@ list(LENGTH extra nextra)
 if(nmissing GREATER 0 OR nextra GREATER 0)
   message(FATAL_ERROR "shim exports differ from the stub: ${nmissing} missing (${missing}); ${nextra} extra (${extra})")
 endif()
-message(STATUS "shim exports all ${nstub} cu* symbols of the stub and nothing else")
+message(STATUS "shim exports all ${nstub} cu* symbols of the stub and NVIDIA's driver, and nothing else")
