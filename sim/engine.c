@@ -9,20 +9,19 @@
 #include <string.h>
 
 #include "events.h"
+#include "gpumux/mplan.h"
 #include "ideal.h"
 #include "interference.h"
 #include "memspace.h"
-#include "profile.h"
 #include "msched.h"
-#include "gpumux/mplan.h"
+#include "profile.h"
 #include "sim.h"
 #include "um.h"
 
 #include "engine_internal.h"
 
-
-static const char *const mem_names[GMX_MEM_MODE_COUNT] = {"inmem", "um", "ideal", "msched", "msched-wholealloc",
-							     "msched-serial", "msched-fifo"};
+static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -50,6 +49,15 @@ void gmx_sim__push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b)
 {
 	if (gmx_events_push(&s->q, at, kind, a, b))
 		gmx_sim__fail(s, -ENOMEM, "out of memory for events");
+}
+
+/* Schedules the one pending event of command x (START, END, FAULT or
+ * RESUME), tagged with its generation so that a preemption can void it. */
+static void cmd_push(sim_t *s, scmd_t *x, int64_t at, uint32_t kind)
+{
+	x->pend_kind = (uint8_t)kind;
+	x->pend_at = at;
+	gmx_sim__push(s, at, kind, x->gen, (uint64_t)(uintptr_t)x);
 }
 
 /* splitmix64: a small, well-known generator; deterministic across platforms. */
@@ -91,6 +99,51 @@ static void dev_set_timer(void *ctx, int64_t at)
 	gmx_sim__push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
 }
 
+/* The GPU's compute preemption at the end of a time slice: the task's
+ * kernels on the execution engine stop where they are (a kernel computing
+ * keeps the rest of its run, one waiting for a fault batch or a migration
+ * keeps waiting for it) and nothing of it starts there until it is resumed,
+ * which costs a context switch. Copy engines are not held. */
+static void dev_preempt(void *ctx, uint32_t task, int hold)
+{
+	sim_t *s = ctx;
+	stask_t *tk = &s->t[task];
+	if (hold) {
+		tk->held = 1;
+		for (uint32_t k = 0; k < tk->n_slots; k++) {
+			scmd_t *x = tk->slots[k].busy;
+			if (!x || x->engine != ENG_EXEC || x->held)
+				continue;
+			x->held = 1;
+			x->gen++; /* voids the pending event */
+			if (x->pend_kind == EV_END || x->pend_kind == EV_FAULT)
+				x->pend_at -= s->now; /* a run: keep what is left of it */
+			if (x->began)
+				x->active_ns += s->now - x->seg_start;
+			s->running[ENG_EXEC]--;
+		}
+		try_start(s);
+		return;
+	}
+	tk->held = 0;
+	int64_t at = s->now;
+	int resumed = 0;
+	for (uint32_t k = 0; k < tk->n_slots; k++) {
+		scmd_t *x = tk->slots[k].busy;
+		if (!x || !x->held)
+			continue;
+		if (!resumed++ && s->ee_last_task != (int)task)
+			at += s->dev->ctx_switch_ns;
+		s->ee_task = s->ee_last_task = (int)task;
+		x->held = 0;
+		s->running[ENG_EXEC]++;
+		x->seg_start = at;
+		int run = x->pend_kind == EV_END || x->pend_kind == EV_FAULT;
+		cmd_push(s, x, run ? at + x->pend_at : (x->pend_at > at ? x->pend_at : at), x->pend_kind);
+	}
+	try_start(s);
+}
+
 static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
 {
 	if (eng == ENG_EXEC)
@@ -109,7 +162,8 @@ static void try_start(sim_t *s)
 			for (uint32_t k = 0; k < s->t[t].n_slots; k++) {
 				slot_t *sl = &s->t[t].slots[k];
 				scmd_t *x = sl->hw_head;
-				if (!x || sl->busy || !engine_free(s, x->engine, t))
+				if (!x || sl->busy || (x->engine == ENG_EXEC && s->t[t].held) ||
+				    !engine_free(s, x->engine, t))
 					continue;
 				if (!best || x->c.seq < best->c.seq)
 					best = x;
@@ -133,7 +187,7 @@ static void try_start(sim_t *s)
 			s->ee_task = s->ee_last_task = (int)best->c.task;
 		}
 		s->running[best->engine]++;
-		gmx_sim__push(s, at, EV_START, best->c.task, (uint64_t)(uintptr_t)best);
+		cmd_push(s, best, at, EV_START);
 	}
 }
 
@@ -167,7 +221,8 @@ static void spatial_update(sim_t *s)
 		x->slow = f;
 		x->end_gen++;
 		x->ends_pending++;
-		gmx_sim__push(s, s->now + (int64_t)ceil(x->work_left * f), EV_END, x->end_gen, (uint64_t)(uintptr_t)x);
+		gmx_sim__push(s, s->now + (int64_t)ceil(x->work_left * f), EV_END, x->end_gen,
+			      (uint64_t)(uintptr_t)x);
 	}
 }
 
@@ -175,7 +230,8 @@ static void spatial_begin(sim_t *s, scmd_t *x)
 {
 	if (s->n_run == s->cap_run) {
 		uint32_t nc = s->cap_run ? 2 * s->cap_run : 16;
-		scmd_t **p = realloc(s->run, nc * sizeof(*p)); // NOLINT(bugprone-sizeof-expression): an array of pointers
+		scmd_t **p = realloc(
+		    s->run, nc * sizeof(*p)); // NOLINT(bugprone-sizeof-expression): an array of pointers
 		if (!p) {
 			gmx_sim__fail(s, -ENOMEM, "out of memory for running kernels");
 			return;
@@ -236,7 +292,8 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];
 	const gmx_op_t *op = x->c.op;
-	x->started = s->now;
+	x->started = x->seg_start = s->now;
+	x->began = 1;
 	if (x->engine == ENG_EXEC) {
 		tk->exec_unit = x->unit;
 		tk->exec_op = x->op_index;
@@ -246,7 +303,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		return;
 	}
 	if (x->engine != ENG_EXEC || !op->region_count || s->cfg->mem == GMX_MEM_INMEM) {
-		gmx_sim__push(s, s->now + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		cmd_push(s, x, s->now + x->dur, EV_END);
 		return;
 	}
 	if (s->cfg->mem == GMX_MEM_IDEAL) {
@@ -256,8 +313,9 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		gmx_ideal_moves_t mv;
 		int rc = gmx_ideal_access(s->ideal, x->c.task, x->unit, x->op_index, s->progress, &mv);
 		if (rc) {
-			gmx_sim__fail(s, rc, rc == -ENOMEM ? "out of memory in the ideal mode's bookkeeping"
-						  : "a kernel touches more memory than the device holds");
+			gmx_sim__fail(s, rc,
+				      rc == -ENOMEM ? "out of memory in the ideal mode's bookkeeping"
+						    : "a kernel touches more memory than the device holds");
 			return;
 		}
 		/* Perfect foresight: loads overlap the previous kernel, evictions run on
@@ -274,7 +332,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		if (mv.out_bytes && s->d2h_free > start)
 			start = s->d2h_free;
 		s->prev_ee_start = start;
-		gmx_sim__push(s, start + x->dur, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		cmd_push(s, x, start + x->dur, EV_END);
 		return;
 	}
 	if (s->ms) {
@@ -285,14 +343,16 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 			gmx_sim__fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
 			return;
 		}
-		x->pages_total = x->pages_left = gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+		x->pages_total = x->pages_left =
+		    gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
 		x->compute_left = x->dur;
 		memset(&x->cur, 0, sizeof(x->cur));
-		gmx_sim__push(s, ready, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
+		cmd_push(s, x, ready, EV_RESUME);
 		return;
 	}
 	/* Unified memory: run until the next missing page, fault, resume. */
-	x->pages_total = x->pages_left = gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+	x->pages_total = x->pages_left =
+	    gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
 	x->compute_left = x->dur;
 	memset(&x->cur, 0, sizeof(x->cur));
 	um_resume(s, x);
@@ -306,15 +366,16 @@ static void um_resume(sim_t *s, scmd_t *x)
 	uint64_t passed = gmx_um_seek_missing(&s->mem, x->c.task, &tk->w->regions[op->region_first],
 					      op->region_count, &x->cur, &done);
 	if (done) {
-		gmx_sim__push(s, s->now + x->compute_left, EV_END, x->c.task, (uint64_t)(uintptr_t)x);
+		cmd_push(s, x, s->now + x->compute_left, EV_END);
 		return;
 	}
 	if (passed > x->pages_left)
 		passed = x->pages_left;
-	int64_t run = x->pages_left ? (int64_t)((double)x->compute_left * (double)passed / (double)x->pages_left) : 0;
+	int64_t run =
+	    x->pages_left ? (int64_t)((double)x->compute_left * (double)passed / (double)x->pages_left) : 0;
 	x->pages_left -= passed;
 	x->compute_left -= run;
-	gmx_sim__push(s, s->now + run, EV_FAULT, x->c.task, (uint64_t)(uintptr_t)x);
+	cmd_push(s, x, s->now + run, EV_FAULT);
 }
 
 static void um_fault(sim_t *s, scmd_t *x)
@@ -322,8 +383,8 @@ static void um_fault(sim_t *s, scmd_t *x)
 	stask_t *tk = &s->t[x->c.task];
 	const gmx_op_t *op = x->c.op;
 	gmx_um_batch_t b;
-	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, &tk->w->regions[op->region_first], op->region_count,
-				x->cur, ++s->stamp, s->now, &b);
+	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, &tk->w->regions[op->region_first],
+				op->region_count, x->cur, ++s->stamp, s->now, &b);
 	if (rc) {
 		gmx_sim__fail(s, rc, "a fault batch needs more memory than the device holds");
 		return;
@@ -333,9 +394,12 @@ static void um_fault(sim_t *s, scmd_t *x)
 		s->faults++;
 		s->fault_entries += b.entries;
 		s->throttles += b.throttles;
+		tk->faults++;
+		tk->fault_entries += b.entries;
 		int64_t begin = s->um_free > s->now ? s->um_free : s->now; /* one fault handler */
 		s->um_free = begin + b.cost_ns;
 		at = s->um_free;
+		tk->stall_ns += at - s->now;
 	}
 #ifdef GMX_CHECK_INVARIANTS
 	char msg[160];
@@ -344,7 +408,7 @@ static void um_fault(sim_t *s, scmd_t *x)
 		return;
 	}
 #endif
-	gmx_sim__push(s, at, EV_RESUME, x->c.task, (uint64_t)(uintptr_t)x);
+	cmd_push(s, x, at, EV_RESUME);
 }
 
 static void record_span(sim_t *s, const scmd_t *x)
@@ -362,8 +426,12 @@ static void record_span(sim_t *s, const scmd_t *x)
 		tl->spans = p;
 		tl->cap = ncap;
 	}
-	tl->spans[tl->n++] = (gmx_sim_span_t){.task = x->c.task, .op = x->op_index, .unit = x->unit,
-					      .stream = x->c.stream, .kind = x->c.kind, .start_ns = x->started,
+	tl->spans[tl->n++] = (gmx_sim_span_t){.task = x->c.task,
+					      .op = x->op_index,
+					      .unit = x->unit,
+					      .stream = x->c.stream,
+					      .kind = x->c.kind,
+					      .start_ns = x->started,
 					      .end_ns = s->now};
 }
 
@@ -400,6 +468,8 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	tk->outstanding--;
 	s->running[x->engine]--;
 	s->kernels++;
+	if (x->engine == ENG_EXEC)
+		tk->gpu_ns += x->active_ns + (s->now - x->seg_start);
 	if (s->cfg->timeline)
 		record_span(s, x);
 	tk->done_gpu_ns += (double)x->dur;
@@ -506,6 +576,12 @@ static void collect(sim_t *s, gmx_sim_result_t *r)
 		o->lat_p50_s = percentile(tk->lat, tk->n_lat, 0.50);
 		o->lat_p95_s = percentile(tk->lat, tk->n_lat, 0.95);
 		o->lat_p99_s = percentile(tk->lat, tk->n_lat, 0.99);
+		o->gpu_s = (double)tk->gpu_ns / 1e9;
+		o->stall_s = (double)tk->stall_ns / 1e9;
+		o->faults = tk->faults;
+		o->fault_entries = tk->fault_entries;
+		o->h2d_bytes = s->mem.task_h2d[i];
+		o->d2h_bytes = s->mem.task_d2h[i];
 	}
 	r->faults += s->faults;
 	r->fault_entries += s->fault_entries;
@@ -550,6 +626,12 @@ static void subtract_warmup(gmx_sim_result_t *r, const gmx_sim_result_t *w)
 		o->progress -= b->progress;
 		o->active_s -= b->active_s;
 		o->throughput_per_s = o->active_s > 0 ? o->progress / o->active_s : 0;
+		o->gpu_s -= b->gpu_s;
+		o->stall_s -= b->stall_s;
+		o->faults -= b->faults;
+		o->fault_entries -= b->fault_entries;
+		o->h2d_bytes -= b->h2d_bytes;
+		o->d2h_bytes -= b->d2h_bytes;
 	}
 	r->faults -= w->faults;
 	r->fault_entries -= w->fault_entries;
@@ -602,8 +684,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	s.rng = cfg->seed;
 	s.spatial = (cfg->policy->flags & GMX_POLICY_SPATIAL) != 0;
 	if (s.spatial && cfg->mem != GMX_MEM_INMEM) {
-		snprintf(err, err_len, "scheduler %s shares the engine between contexts, which the simulator models "
-			 "with unlimited memory only (--mem inmem)", cfg->policy->name);
+		snprintf(err, err_len,
+			 "scheduler %s shares the engine between contexts, which the simulator models "
+			 "with unlimited memory only (--mem inmem)",
+			 cfg->policy->name);
 		return -EINVAL;
 	}
 	s.t = calloc(s.n ? s.n : 1, sizeof(stask_t));
@@ -620,13 +704,17 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			gmx_memspace_warm(&s.mem);
 		if (!rc && cfg->mem >= GMX_MEM_MSCHED)
 			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
-					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED), cfg->sched.slice_ns,
-					       cfg->templates, &s.ms);
+					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),
+					       cfg->sched.slice_ns, cfg->templates, &s.ms);
 		if (!rc && cfg->mem == GMX_MEM_IDEAL)
 			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
 	}
-	gmx_device_t dev = {.ctx = &s, .now = dev_now, .submit = dev_submit, .migrate = NULL,
-			    .set_timer = dev_set_timer};
+	gmx_device_t dev = {.ctx = &s,
+			    .now = dev_now,
+			    .submit = dev_submit,
+			    .migrate = NULL,
+			    .set_timer = dev_set_timer,
+			    .preempt = dev_preempt};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)
@@ -661,17 +749,24 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			gmx_sim__on_arrival(&s, e.a);
 			break;
 		case EV_START:
-			cmd_begin(&s, x);
+			if (e.a == x->gen)
+				cmd_begin(&s, x);
 			break;
 		case EV_FAULT:
-			um_fault(&s, x);
+			if (e.a == x->gen)
+				um_fault(&s, x);
 			break;
 		case EV_RESUME:
-			um_resume(&s, x);
+			if (e.a == x->gen)
+				um_resume(&s, x);
 			break;
 		case EV_END:
-			if (s.spatial && x->engine == ENG_EXEC && spatial_stale(&s, x, e.a))
+			if (s.spatial && x->engine == ENG_EXEC) {
+				if (spatial_stale(&s, x, e.a))
+					break;
+			} else if (e.a != x->gen) {
 				break;
+			}
 			cmd_end(&s, x);
 			break;
 		case EV_TIMER:

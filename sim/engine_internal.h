@@ -18,9 +18,9 @@ enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
 
 typedef struct scmd {
 	gmx_cmd_t c;
-	int64_t issue;     /* host issue time */
-	int64_t started;   /* when it began on its engine */
-	int64_t dur;       /* scaled solo duration */
+	int64_t issue;	 /* host issue time */
+	int64_t started; /* when it began on its engine */
+	int64_t dur;	 /* scaled solo duration */
 	int64_t compute_left;
 	uint64_t pages_total, pages_left;
 	gmx_access_cursor_t cur;
@@ -31,16 +31,22 @@ typedef struct scmd {
 	struct scmd *live_prev, *live_next; /* every command alive, freed at the end */
 	/* spatial sharing (GMX_POLICY_SPATIAL): progress at a rate that changes */
 	double work_left, slow; /* solo ns still to run; current slowdown */
-	int64_t rate_t;         /* when work_left was last brought up to date */
+	int64_t rate_t;		/* when work_left was last brought up to date */
 	uint32_t end_gen, ends_pending;
-	uint8_t running, dead;  /* on the engine; ended but an old end event is still queued */
+	uint8_t running, dead; /* on the engine; ended but an old end event is still queued */
+	/* The one event pending for this command (not spatial): preemption
+	 * (dev_preempt) voids it by bumping gen and replays it on resume. */
+	uint32_t gen;
+	uint8_t pend_kind, held, began;
+	int64_t pend_at;
+	int64_t seg_start, active_ns; /* time on the execution engine, preempted stretches excluded */
 } scmd_t;
 
 typedef struct slot {
 	int16_t stream;
 	scmd_t *hw_head, *hw_tail; /* submitted, not started */
 	scmd_t *busy;
-	uint32_t outstanding;      /* launched, not completed */
+	uint32_t outstanding; /* launched, not completed */
 	int64_t last_end;
 } slot_t;
 
@@ -65,10 +71,13 @@ typedef struct stask {
 	int done;
 	int64_t done_time;
 	double scale_mem, scale_compute;
-	double unit_gpu_ns;  /* scaled solo GPU time of one unit */
-	double done_gpu_ns;  /* of it, completed in the current unit */
+	double unit_gpu_ns; /* scaled solo GPU time of one unit */
+	double done_gpu_ns; /* of it, completed in the current unit */
 	uint64_t exec_unit;
 	uint32_t exec_op;
+	int held;			/* preempted: its kernels wait for its next turn */
+	int64_t gpu_ns, stall_ns;	/* on the execution engine; of it, waiting for faults */
+	uint64_t faults, fault_entries; /* batches its kernels raised, pages in them */
 } stask_t;
 
 typedef struct sim {
@@ -86,15 +95,15 @@ typedef struct sim {
 	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
-	gmx_msched_t *ms;  /* msched modes */
-	int slice_task;    /* ideal: the task whose slice runs, and since when */
+	gmx_msched_t *ms; /* msched modes */
+	int slice_task;	  /* ideal: the task whose slice runs, and since when */
 	int64_t slice_start;
 	int64_t *progress;
 	uint64_t rng;
 	uint64_t faults, fault_entries, throttles, kernels, events, stamp;
 	scmd_t *live;
-	int spatial;       /* contexts share the execution engine (policy flag) */
-	scmd_t **run;      /* spatial: kernels running on the execution engine */
+	int spatial;  /* contexts share the execution engine (policy flag) */
+	scmd_t **run; /* spatial: kernels running on the execution engine */
 	uint32_t n_run, cap_run;
 	gmx_sim_result_t *warm; /* the figures at the end of the warm-up, subtracted at the end */
 	int error;

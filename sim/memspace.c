@@ -64,7 +64,8 @@ int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_
 				gmx_chunk_t *k = &m->chunks[next + i];
 				uint64_t left = size - ((uint64_t)i << GMX_CHUNK_SHIFT);
 				uint64_t pages = (left + GMX_PAGE_SIZE - 1) >> GMX_PAGE_SHIFT;
-				k->valid = (uint16_t)(pages > GMX_PAGES_PER_CHUNK ? GMX_PAGES_PER_CHUNK : pages);
+				k->valid =
+				    (uint16_t)(pages > GMX_PAGES_PER_CHUNK ? GMX_PAGES_PER_CHUNK : pages);
 				k->task = t;
 				k->prev = k->next = GMX_NO_CHUNK;
 				k->evicted_at = -1;
@@ -121,11 +122,12 @@ uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now)
 	list_remove(m, c);
 	m->used_chunks--;
 	m->d2h_bytes += bytes;
+	m->task_d2h[k->task] += bytes;
 	return bytes;
 }
 
-int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp, int64_t now,
-			      uint64_t *in_bytes, uint64_t *out_bytes)
+int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,
+			      int64_t now, uint64_t *in_bytes, uint64_t *out_bytes)
 {
 	gmx_chunk_t *k = &m->chunks[c];
 	k->stamp = stamp;
@@ -159,6 +161,7 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	m->resident_pages += (uint64_t)added;
 	uint64_t bytes = (uint64_t)added << GMX_PAGE_SHIFT;
 	m->h2d_bytes += bytes;
+	m->task_h2d[k->task] += bytes;
 	*in_bytes += bytes;
 	return added;
 }
@@ -172,19 +175,21 @@ void gmx_memspace_warm(gmx_memspace_t *m)
 		gmx_memspace_populate(m, c, all, 0, 0, &in, &out);
 	}
 	m->h2d_bytes = 0;
+	memset(m->task_h2d, 0, sizeof(m->task_h2d));
 	m->initial_pages = m->resident_pages;
 }
 
 int gmx_memspace_check(const gmx_memspace_t *m, char *err, size_t len)
 {
 	if (m->used_chunks > m->capacity_chunks) {
-		snprintf(err, len, "resident chunks %llu exceed capacity %llu", (unsigned long long)m->used_chunks,
-			 (unsigned long long)m->capacity_chunks);
+		snprintf(err, len, "resident chunks %llu exceed capacity %llu",
+			 (unsigned long long)m->used_chunks, (unsigned long long)m->capacity_chunks);
 		return -1;
 	}
 	uint64_t moved_in = m->h2d_bytes >> GMX_PAGE_SHIFT, moved_out = m->d2h_bytes >> GMX_PAGE_SHIFT;
 	if (m->initial_pages + moved_in - moved_out != m->resident_pages) {
-		snprintf(err, len, "bytes not conserved: initial %llu + in %llu - out %llu != resident %llu pages",
+		snprintf(err, len,
+			 "bytes not conserved: initial %llu + in %llu - out %llu != resident %llu pages",
 			 (unsigned long long)m->initial_pages, (unsigned long long)moved_in,
 			 (unsigned long long)moved_out, (unsigned long long)m->resident_pages);
 		return -1;

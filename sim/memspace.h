@@ -17,11 +17,11 @@
 #include "gpumux/workload.h"
 
 #define GMX_PAGE_SHIFT 12
-#define GMX_PAGE_SIZE (1ull << GMX_PAGE_SHIFT)    /* 4 KB base page */
+#define GMX_PAGE_SIZE (1ull << GMX_PAGE_SHIFT) /* 4 KB base page */
 #define GMX_BIG_SHIFT 16
-#define GMX_BIG_SIZE (1ull << GMX_BIG_SHIFT)      /* 64 KB big page */
+#define GMX_BIG_SIZE (1ull << GMX_BIG_SHIFT) /* 64 KB big page */
 #define GMX_CHUNK_SHIFT 21
-#define GMX_CHUNK_SIZE (1ull << GMX_CHUNK_SHIFT)  /* 2 MB chunk */
+#define GMX_CHUNK_SIZE (1ull << GMX_CHUNK_SHIFT) /* 2 MB chunk */
 #define GMX_PAGES_PER_CHUNK 512u
 #define GMX_PAGES_PER_BIG 16u
 #define GMX_BIGS_PER_CHUNK 32u
@@ -29,13 +29,13 @@
 
 typedef struct gmx_chunk {
 	uint64_t bits[GMX_PAGES_PER_CHUNK / 64]; /* resident 4 KB pages */
-	uint16_t resident;                       /* number of set bits */
-	uint16_t valid;                          /* pages that exist (a buffer's last chunk may be short) */
+	uint16_t resident;			 /* number of set bits */
+	uint16_t valid;				 /* pages that exist (a buffer's last chunk may be short) */
 	uint32_t task;
-	uint32_t prev, next;    /* population-order list */
-	uint64_t stamp;         /* batch that last touched it: not evicted by its own batch */
-	int64_t evicted_at;     /* last eviction time, -1 never: thrashing detection */
-	uint8_t thrash_events;  /* consecutive quick re-faults */
+	uint32_t prev, next;   /* population-order list */
+	uint64_t stamp;	       /* batch that last touched it: not evicted by its own batch */
+	int64_t evicted_at;    /* last eviction time, -1 never: thrashing detection */
+	uint8_t thrash_events; /* consecutive quick re-faults */
 	uint8_t throttles;
 } gmx_chunk_t;
 
@@ -44,11 +44,12 @@ typedef struct gmx_memspace {
 	uint32_t n_chunks;
 	uint64_t capacity_chunks;
 	uint64_t used_chunks;
-	uint32_t head, tail;         /* population order: head is evicted first */
+	uint32_t head, tail; /* population order: head is evicted first */
 	uint64_t resident_pages;
 	uint64_t h2d_bytes, d2h_bytes;
-	uint64_t initial_pages;      /* resident after the warm start */
-	uint32_t *buf_chunk[GMX_MAX_TASKS]; /* first chunk of each task's buffers */
+	uint64_t task_h2d[GMX_MAX_TASKS], task_d2h[GMX_MAX_TASKS]; /* the same, by owning task */
+	uint64_t initial_pages;					   /* resident after the warm start */
+	uint32_t *buf_chunk[GMX_MAX_TASKS];			   /* first chunk of each task's buffers */
 	uint32_t n_tasks;
 } gmx_memspace_t;
 
@@ -59,7 +60,8 @@ int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_
 void gmx_memspace_free(gmx_memspace_t *m);
 
 /* Global page index of byte `offset` of buffer `buf` of `task`. */
-static inline uint64_t gmx_memspace_page(const gmx_memspace_t *m, uint32_t task, uint32_t buf, uint64_t offset)
+static inline uint64_t gmx_memspace_page(const gmx_memspace_t *m, uint32_t task, uint32_t buf,
+					 uint64_t offset)
 {
 	return ((uint64_t)m->buf_chunk[task][buf] << 9) + (offset >> GMX_PAGE_SHIFT);
 }
@@ -78,8 +80,8 @@ uint64_t gmx_memspace_next_missing(const gmx_memspace_t *m, uint64_t from, uint6
  * chunk (evicting in population order, never a chunk stamped `stamp`) when it
  * had none. Adds to *in_bytes and *out_bytes. Returns pages made resident, or
  * -ENOSPC when nothing can be evicted. */
-int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp, int64_t now,
-			      uint64_t *in_bytes, uint64_t *out_bytes);
+int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,
+			      int64_t now, uint64_t *in_bytes, uint64_t *out_bytes);
 
 /* Evicts chunk c to the host; returns the bytes written back. */
 uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now);

@@ -29,6 +29,7 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 	json_object_set_new(root, "seed", json_integer((json_int_t)info->seed));
 	json_object_set_new(root, "sim_time_s", json_real(r->sim_time_s));
 	json_object_set_new(root, "warmup_s", json_real(r->warmup_s));
+	int paging = !strcmp(info->mem, "um") || r->msched.valid; /* msched: the fallback's batches */
 	for (uint32_t i = 0; i < r->n_tasks; i++) {
 		const gmx_task_result_t *t = &r->tasks[i];
 		json_t *o = json_object(), *lat = json_object();
@@ -42,17 +43,29 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		json_object_set_new(o, "throughput_per_s", json_real(t->throughput_per_s));
 		json_object_set_new(o, "jct_s", num_or_null(t->jct_s, t->jct_s >= 0));
 		json_object_set_new(o, "latency_s", lat);
+		json_object_set_new(o, "gpu_s", json_real(t->gpu_s));
+		if (paging) {
+			json_t *tm = json_object();
+			json_object_set_new(tm, "faults", json_integer((json_int_t)t->faults));
+			json_object_set_new(tm, "fault_entries", json_integer((json_int_t)t->fault_entries));
+			json_object_set_new(tm, "stall_s", json_real(t->stall_s));
+			json_object_set_new(tm, "h2d_bytes", json_integer((json_int_t)t->h2d_bytes));
+			json_object_set_new(tm, "d2h_bytes", json_integer((json_int_t)t->d2h_bytes));
+			json_object_set_new(o, "memory", tm);
+		}
 		json_array_append_new(tasks, o);
 	}
 	json_object_set_new(root, "tasks", tasks);
-	int paging = !strcmp(info->mem, "um") || r->msched.valid; /* msched: the fallback's batches */
 	int moves = strcmp(info->mem, "inmem") != 0;
 	json_object_set_new(mem, "capacity_bytes", json_integer((json_int_t)r->capacity_bytes));
 	json_object_set_new(mem, "footprint_bytes", json_integer((json_int_t)r->footprint_bytes));
 	json_object_set_new(mem, "faults", paging ? json_integer((json_int_t)r->faults) : json_null());
-	json_object_set_new(mem, "fault_entries", paging ? json_integer((json_int_t)r->fault_entries) : json_null());
-	json_object_set_new(mem, "h2d_bytes", moves ? json_integer((json_int_t)r->h2d_bytes) : json_integer(0));
-	json_object_set_new(mem, "d2h_bytes", moves ? json_integer((json_int_t)r->d2h_bytes) : json_integer(0));
+	json_object_set_new(mem, "fault_entries",
+			    paging ? json_integer((json_int_t)r->fault_entries) : json_null());
+	json_object_set_new(mem, "h2d_bytes",
+			    moves ? json_integer((json_int_t)r->h2d_bytes) : json_integer(0));
+	json_object_set_new(mem, "d2h_bytes",
+			    moves ? json_integer((json_int_t)r->d2h_bytes) : json_integer(0));
 	json_object_set_new(root, "memory", mem);
 	json_object_set_new(root, "kernels", json_integer((json_int_t)r->kernels));
 	if (r->msched.valid) {
@@ -68,7 +81,8 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		json_object_set_new(ms, "switches", json_integer((json_int_t)m->switches));
 		json_object_set_new(ms, "planned_in_bytes", json_integer((json_int_t)m->planned_in_bytes));
 		json_object_set_new(ms, "topup_in_bytes", json_integer((json_int_t)m->topup_in_bytes));
-		json_object_set_new(ms, "predicted_missing_pages", json_integer((json_int_t)m->predicted_missing));
+		json_object_set_new(ms, "predicted_missing_pages",
+				    json_integer((json_int_t)m->predicted_missing));
 		json_object_set_new(root, "msched", ms);
 	}
 	int rc = json_dumpf(root, out, JSON_REAL_PRECISION(9) | JSON_PRESERVE_ORDER | JSON_COMPACT);
@@ -97,8 +111,8 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 	if (r->warmup_s > 0)
 		fprintf(out, " (measured after %.3f s of warm-up)", r->warmup_s);
 	fputc('\n', out);
-	fprintf(out, "  %-16s %4s %9s %12s %10s %10s %10s\n", "task", "prio", "units", "units/s", "p50", "p95",
-		"p99");
+	fprintf(out, "  %-16s %4s %9s %12s %10s %10s %10s\n", "task", "prio", "units", "units/s", "p50",
+		"p95", "p99");
 	for (uint32_t i = 0; i < r->n_tasks; i++) {
 		const gmx_task_result_t *t = &r->tasks[i];
 		char a[32], b[32], c[32];
@@ -108,7 +122,8 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 		fprintf(out, "  %-16s %4d %9llu %12.3f %10s %10s %10s\n", t->name, t->priority,
 			(unsigned long long)t->units, t->throughput_per_s, a, b, c);
 	}
-	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9, r->capacity_bytes / 1e9);
+	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9,
+		r->capacity_bytes / 1e9);
 	if (strcmp(info->mem, "inmem") != 0)
 		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
 	if (r->msched.valid)

@@ -12,39 +12,39 @@
 #include "preset.h"
 
 typedef enum gmx_mem_mode {
-	GMX_MEM_INMEM = 0, /* infinite device memory: the reference */
-	GMX_MEM_UM,        /* CUDA unified memory, demand paging */
-	GMX_MEM_IDEAL,     /* Belady over the future timeline, link time only */
-	GMX_MEM_MSCHED,    /* proactive memory scheduling (sim/msched.c) and its ablations: */
+	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
+	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */
+	GMX_MEM_IDEAL,		   /* Belady over the future timeline, link time only */
+	GMX_MEM_MSCHED,		   /* proactive memory scheduling (sim/msched.c) and its ablations: */
 	GMX_MEM_MSCHED_WHOLEALLOC, /* whole-allocation prediction */
-	GMX_MEM_MSCHED_SERIAL,     /* no evict/load overlap */
-	GMX_MEM_MSCHED_FIFO,       /* the driver's eviction order */
+	GMX_MEM_MSCHED_SERIAL,	   /* no evict/load overlap */
+	GMX_MEM_MSCHED_FIFO,	   /* the driver's eviction order */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
 
 typedef enum gmx_arrival_kind {
 	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */
-	GMX_ARRIVAL_POISSON,    /* open loop, exponential inter-arrival times */
-	GMX_ARRIVAL_TRACE       /* open loop, inter-arrival times from a list */
+	GMX_ARRIVAL_POISSON,	/* open loop, exponential inter-arrival times */
+	GMX_ARRIVAL_TRACE	/* open loop, inter-arrival times from a list */
 } gmx_arrival_kind_t;
 
 typedef struct gmx_sim_task {
 	char *name;
-	int priority;                /* 0 (highest) .. 9 */
-	uint64_t units;              /* units to run; 0 = until the run ends */
+	int priority;	/* 0 (highest) .. 9 */
+	uint64_t units; /* units to run; 0 = until the run ends */
 	gmx_arrival_kind_t arrival;
-	double rate_per_s;           /* poisson */
-	double *gaps_s;              /* trace: inter-arrival times, repeated */
+	double rate_per_s; /* poisson */
+	double *gaps_s;	   /* trace: inter-arrival times, repeated */
 	uint32_t n_gaps;
-	gmx_workload_t *workload;    /* owned by the scenario */
+	gmx_workload_t *workload; /* owned by the scenario */
 } gmx_sim_task_t;
 
 /* One executed command, when a run records its timeline. */
 typedef struct gmx_sim_span {
-	uint32_t task, op;   /* op index within the unit */
+	uint32_t task, op; /* op index within the unit */
 	uint64_t unit;
 	int16_t stream;
-	uint8_t kind;        /* gmx_op_kind_t */
+	uint8_t kind; /* gmx_op_kind_t */
 	int64_t start_ns, end_ns;
 } gmx_sim_span_t;
 
@@ -57,16 +57,16 @@ typedef struct gmx_sim_timeline {
 
 typedef struct gmx_sim_config {
 	const gmx_preset_t *device;
-	uint64_t capacity_bytes;     /* device memory for user data (preset less reservation) */
+	uint64_t capacity_bytes; /* device memory for user data (preset less reservation) */
 	gmx_mem_mode_t mem;
 	const gmx_policy_ops_t *policy;
 	gmx_sched_params_t sched;
-	int64_t duration_ns;         /* measured, after the warm-up */
-	int64_t warmup_ns;           /* run first and not measured (0: measure from the start) */
+	int64_t duration_ns; /* measured, after the warm-up */
+	int64_t warmup_ns;   /* run first and not measured (0: measure from the start) */
 	uint64_t seed;
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
-	gmx_sim_timeline_t *timeline; /* when not NULL, every executed command is appended */
+	gmx_sim_timeline_t *timeline;	     /* when not NULL, every executed command is appended */
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 } gmx_sim_config_t;
 
@@ -74,39 +74,45 @@ typedef struct gmx_sim_config {
 typedef struct gmx_task_result {
 	const char *name;
 	int priority;
-	uint64_t units;        /* completed */
-	double progress;       /* units completed plus the finished fraction of the current one */
+	uint64_t units;	 /* completed */
+	double progress; /* units completed plus the finished fraction of the current one */
 	double throughput_per_s;
-	double jct_s;          /* time from the start of the run to finish `units`, < 0 when not applicable */
+	double jct_s; /* time from the start of the run to finish `units`, < 0 when not applicable */
 	double lat_p50_s, lat_p95_s, lat_p99_s; /* of units completed in the window; < 0 when none */
-	double active_s;       /* time the task was in the measured window */
+	double active_s;			/* time the task was in the measured window */
+	double gpu_s;		/* its kernels' time on the execution engine (stalls on faults included) */
+	double stall_s;		/* of gpu_s, waiting for fault batches (um, msched fallback) */
+	uint64_t faults;	/* fault batches its kernels raised */
+	uint64_t fault_entries; /* distinct 4 KB pages in them */
+	uint64_t h2d_bytes;	/* migrated into its memory (um, msched) */
+	uint64_t d2h_bytes;	/* of its memory, evicted to the host (um, msched) */
 } gmx_task_result_t;
 
 /* What the msched modes report (zero elsewhere). */
 typedef struct gmx_sim_msched_stats {
 	int valid;
-	double false_negative_pct;   /* touched 4 KB pages not predicted, % of touched */
-	double false_positive_pct;   /* predicted pages not touched, % of predicted */
-	uint64_t launches[4];        /* kernel launches per unit by template kind: other, T1, T2, T3 */
-	uint64_t switches;           /* planned context switches */
-	uint64_t planned_in_bytes;   /* loaded at switches */
-	uint64_t topup_in_bytes;     /* loaded just before a kernel (beyond its slice's plan) */
-	uint64_t predicted_missing;  /* predicted pages absent when a kernel started (fallback) */
+	double false_negative_pct;  /* touched 4 KB pages not predicted, % of touched */
+	double false_positive_pct;  /* predicted pages not touched, % of predicted */
+	uint64_t launches[4];	    /* kernel launches per unit by template kind: other, T1, T2, T3 */
+	uint64_t switches;	    /* planned context switches */
+	uint64_t planned_in_bytes;  /* loaded at switches */
+	uint64_t topup_in_bytes;    /* loaded just before a kernel (beyond its slice's plan) */
+	uint64_t predicted_missing; /* predicted pages absent when a kernel started (fallback) */
 } gmx_sim_msched_stats_t;
 
 /* A run's figures. Counters and traffic cover the measured window only (the
  * warm-up is subtracted); the prediction percentages cover the whole run. */
 typedef struct gmx_sim_result {
-	double sim_time_s;      /* simulated, warm-up included */
-	double warmup_s;        /* not measured */
+	double sim_time_s; /* simulated, warm-up included */
+	double warmup_s;   /* not measured */
 	gmx_task_result_t tasks[GMX_MAX_TASKS];
 	uint32_t n_tasks;
 	uint64_t capacity_bytes, footprint_bytes;
-	uint64_t faults;        /* serviced fault batches (um) */
+	uint64_t faults;	/* serviced fault batches (um) */
 	uint64_t fault_entries; /* distinct 4 KB pages that faulted (um) */
 	uint64_t throttles;
 	uint64_t h2d_bytes, d2h_bytes;
-	uint64_t kernels;       /* commands executed */
+	uint64_t kernels; /* commands executed */
 	uint64_t events;
 	gmx_sim_msched_stats_t msched;
 } gmx_sim_result_t;

@@ -12,14 +12,14 @@ static gmx_sim_config_t base_config(gmx_sim_task_t *tasks, uint32_t n, const cha
 				    uint64_t capacity)
 {
 	gmx_sim_config_t c = {
-		.device = gmx_preset_find("rtx5080"),
-		.capacity_bytes = capacity,
-		.mem = mem,
-		.policy = gmx_sched_find(sched),
-		.duration_ns = 2000000000LL,
-		.seed = 1,
-		.tasks = tasks,
-		.n_tasks = n,
+	    .device = gmx_preset_find("rtx5080"),
+	    .capacity_bytes = capacity,
+	    .mem = mem,
+	    .policy = gmx_sched_find(sched),
+	    .duration_ns = 2000000000LL,
+	    .seed = 1,
+	    .tasks = tasks,
+	    .n_tasks = n,
 	};
 	gmx_sched_params_default(&c.sched);
 	return c;
@@ -95,7 +95,9 @@ static void same_seed_same_result(void **state)
 	gmx_workload_t a, b;
 	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
 	tu_sweep(&b, "b", 64ull << 20, 16, 8ull << 20, 300000, 5000);
-	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b, .arrival = GMX_ARRIVAL_POISSON, .rate_per_s = 50}};
+	gmx_sim_task_t t[2] = {
+	    {.name = "a", .workload = &a},
+	    {.name = "b", .workload = &b, .arrival = GMX_ARRIVAL_POISSON, .rate_per_s = 50}};
 	gmx_sim_result_t r1, r2;
 	char err[256];
 	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_UM, 80ull << 20);
@@ -144,7 +146,8 @@ static void ideal_lies_between_um_and_inmem_and_conserves_bytes(void **state)
 	tu_sweep(&a, "a", 64ull << 20, 16, 8ull << 20, 200000, 5000);
 	tu_sweep(&b, "b", 64ull << 20, 16, 8ull << 20, 300000, 5000);
 	tu_sweep(&d, "d", 48ull << 20, 6, 8ull << 20, 100000, 5000);
-	gmx_sim_task_t t[3] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}, {.name = "d", .workload = &d}};
+	gmx_sim_task_t t[3] = {
+	    {.name = "a", .workload = &a}, {.name = "b", .workload = &b}, {.name = "d", .workload = &d}};
 	gmx_sim_result_t r[3];
 	char err[256];
 	for (int m = 0; m < 3; m++) {
@@ -176,7 +179,8 @@ static void exclusive_runs_each_task_alone(void **state)
 	gmx_workload_t a, b;
 	tu_sweep(&a, "a", 1 << 20, 1, 4096, 100000, 50000);
 	tu_sweep(&b, "b", 1 << 20, 1, 4096, 100000, 50000);
-	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a, .units = 10}, {.name = "b", .workload = &b, .units = 10}};
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a, .units = 10},
+			       {.name = "b", .workload = &b, .units = 10}};
 	gmx_sim_config_t c = base_config(t, 2, "exclusive", GMX_MEM_INMEM, 1ull << 30);
 	gmx_sim_result_t r;
 	char err[256];
@@ -207,6 +211,61 @@ static void timeslice_shares_the_device_equally(void **state)
 	gmx_workload_free(&b);
 }
 
+/* The GPU's time slicing preempts: beside a task of 1 ms kernels, a task of
+ * one 100 ms kernel takes 2 ms turns, so its kernel needs far more than 100 ms
+ * of wall time and the short task never waits more than a turn; each task is
+ * credited only the time its kernels ran. A scheduler that lets kernels
+ * finish (timeline) makes the short task wait 100 ms. */
+static void timeslice_preempts_a_long_kernel(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 1 << 20, 1, 4096, 100000000, 0);
+	tu_sweep(&b, "b", 1 << 20, 1, 4096, 1000000, 0);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	c.duration_ns = 1000000000LL;
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	/* b's host relaunches each 1 ms unit after a 8 us launch delay, yielding
+	 * its turn meanwhile: a runs 2 ms in every 3 and needs ~150 ms a kernel */
+	assert_int_equal(r.tasks[0].units, 6);
+	assert_true(r.tasks[0].lat_p50_s > 0.14 && r.tasks[0].lat_p50_s < 0.16);
+	assert_true(r.tasks[1].lat_p99_s < 0.004);
+	for (int i = 0; i < 2; i++) /* completed kernels, preempted stretches excluded */
+		assert_true(fabs(r.tasks[i].gpu_s - (i ? 0.001 : 0.1) * (double)r.tasks[i].units) < 1e-6);
+	c.policy = gmx_sched_find("timeline");
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	assert_true(r.tasks[1].lat_p99_s > 0.09);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+/* A kernel preempted while it waits for a fault batch resumes where it
+ * stopped: a task sweeping 256 MB in one kernel (faulting for tens of ms)
+ * does not make a task of short kernels wait for it, both progress, and
+ * bytes are conserved (checked at the end of every run). */
+static void timeslice_preempts_kernels_stalled_on_faults(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 256ull << 20, 1, 256ull << 20, 1000000, 0);
+	tu_sweep(&b, "b", 64ull << 20, 64, 1ull << 20, 100000, 0);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_UM, 256ull << 20);
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	assert_true(r.tasks[0].units >= 10 && r.tasks[1].units >= 10);
+	assert_true(r.tasks[0].stall_s > 0.5 * r.tasks[0].gpu_s);
+	/* a unit of b: 64 kernels of 100 us with its own faults, never a's 30 ms on top */
+	assert_true(r.tasks[1].lat_p99_s < r.tasks[0].lat_p50_s / 2);
+	assert_true(r.h2d_bytes > 10 * (256ull << 20));
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
 static void footprint_beyond_host_memory_is_refused(void **state)
 {
 	(void)state;
@@ -224,14 +283,16 @@ static void footprint_beyond_host_memory_is_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(closed_loop_unit_time_is_think_launch_and_run),
-		cmocka_unit_test(same_seed_same_result),
-		cmocka_unit_test(warmup_reports_the_window_after_it),
-		cmocka_unit_test(modes_agree_when_memory_suffices),
-		cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
-		cmocka_unit_test(exclusive_runs_each_task_alone),
-		cmocka_unit_test(timeslice_shares_the_device_equally),
-		cmocka_unit_test(footprint_beyond_host_memory_is_refused),
+	    cmocka_unit_test(closed_loop_unit_time_is_think_launch_and_run),
+	    cmocka_unit_test(same_seed_same_result),
+	    cmocka_unit_test(warmup_reports_the_window_after_it),
+	    cmocka_unit_test(modes_agree_when_memory_suffices),
+	    cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
+	    cmocka_unit_test(exclusive_runs_each_task_alone),
+	    cmocka_unit_test(timeslice_shares_the_device_equally),
+	    cmocka_unit_test(timeslice_preempts_a_long_kernel),
+	    cmocka_unit_test(timeslice_preempts_kernels_stalled_on_faults),
+	    cmocka_unit_test(footprint_beyond_host_memory_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
