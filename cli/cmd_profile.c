@@ -36,6 +36,8 @@ static void usage(FILE *out)
 		     "        duration p50/p99 and gap p50/p99; --all also lists the per-context entries.\n"
 		     "        Given a templates file, prints each kernel's template.\n"
 		     "\n"
+		     "-o FILE: a regular file is replaced atomically, a FIFO or character device written\n"
+		     "through, a symbolic link written through to its file; a directory is refused.\n"
 		     "A file that is not valid is refused with FILE:LINE: and the reason. The formats\n"
 		     "are in docs/fikit.md (profiles) and docs/msched.md (templates). See\n"
 		     "gpumux-profile(1).\n");
