@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gpumux/numparse.h"
 #include "gpumux/template.h"
 #include "gpumux/workload_io.h"
 #include "msched.h"
@@ -51,29 +52,28 @@ static int record(int argc, char **argv)
 		{0, 0, 0, 0},
 	};
 	const char *outp = NULL;
-	double duration = -1, seed = -1;
-	int c;
+	double duration = -1;
+	uint64_t seed = 0;
+	int c, have_seed = 0;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		char *end;
 		switch (c) {
 		case 'o': outp = optarg; break;
 		case 'd':
-			duration = strtod(optarg, &end);
-			if (*end || !(duration > 0 && duration <= 86400)) {
+			if (gmx_parse_real(optarg, 1e-6, 86400, &duration)) {
 				fprintf(stderr, "gpumux profile record: --duration '%s': expected seconds in (0, 86400]\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case 'S':
-			seed = strtod(optarg, &end);
-			if (*end || !(seed >= 0 && seed <= 9007199254740992.0)) {
-				fprintf(stderr, "gpumux profile record: --seed '%s': expected a non-negative integer\n",
+			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
+				fprintf(stderr, "gpumux profile record: --seed '%s': expected a non-negative decimal integer\n",
 					optarg);
 				return 2;
 			}
+			have_seed = 1;
 			break;
 		case 'h': usage(stdout); return 0;
 		default:
@@ -94,8 +94,8 @@ static int record(int argc, char **argv)
 	}
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
-	if (seed >= 0)
-		sc.seed = (uint64_t)seed;
+	if (have_seed)
+		sc.seed = seed;
 	gmx_sim_config_t cfg = {
 		.device = sc.device,
 		.capacity_bytes = sc.capacity_bytes,

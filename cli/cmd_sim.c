@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gpumux/numparse.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -48,14 +49,10 @@ static void usage(FILE *out)
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
 {
-	char *end;
-	errno = 0;
-	double d = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
-		fprintf(stderr, "gpumux sim: %s '%s': expected a number in [%g, %g]\n", opt, v, lo, hi);
+	if (gmx_parse_real(v, lo, hi, out)) {
+		fprintf(stderr, "gpumux sim: %s '%s': expected a decimal number in [%g, %g]\n", opt, v, lo, hi);
 		return -1;
 	}
-	*out = d;
 	return 0;
 }
 
@@ -65,7 +62,7 @@ static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_r
 	int rc = gmx_scenario_run(sc, sched, mem, res, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux sim: %s\n", err);
-	return rc == -EINVAL ? 2 : rc ? 1 : 0;
+	return rc ? 1 : 0;
 }
 
 static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int json)
@@ -149,21 +146,41 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
-	double seed = -1, duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	double duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	uint64_t seed = 0;
+	int have_seed = 0;
 	int json = 0, cmp = 0, c;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's': sched = optarg; break;
-		case 'm': mem = optarg; break;
+		case 's':
+			sched = optarg;
+			if (!gmx_sched_find(sched)) {
+				char names[128];
+				gmx_sched_names(names, sizeof(names));
+				fprintf(stderr, "gpumux sim: --sched: unknown scheduler '%s' (expected %s)\n", sched, names);
+				return 2;
+			}
+			break;
+		case 'm':
+			mem = optarg;
+			if (gmx_mem_mode_parse(mem) < 0) {
+				fprintf(stderr, "gpumux sim: --mem: unknown memory mode '%s' (expected %s)\n", mem,
+					GMX_MEM_MODE_NAMES);
+				return 2;
+			}
+			break;
 		case 'o': only = optarg; break;
 		case 'p': profile = optarg; break;
 		case 'j': json = 1; break;
 		case 'c': cmp = 1; break;
 		case 'S':
-			if (parse_num("--seed", optarg, 0, 9007199254740992.0, &seed))
+			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
+				fprintf(stderr, "gpumux sim: --seed '%s': expected a non-negative decimal integer\n", optarg);
 				return 2;
+			}
+			have_seed = 1;
 			break;
 		case 'd':
 			if (parse_num("--duration", optarg, 1e-6, 86400, &duration))
@@ -174,11 +191,11 @@ int gmx_cmd_sim(int argc, char **argv)
 				return 2;
 			break;
 		case 'l':
-			if (parse_num("--slice-ms", optarg, 0.01, 60000, &slice))
+			if (parse_num("--slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &slice))
 				return 2;
 			break;
 		case 'L':
-			if (parse_num("--mem-slice-ms", optarg, 0.01, 60000, &mem_slice))
+			if (parse_num("--mem-slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &mem_slice))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -199,8 +216,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		return 1;
 	}
 	sc.profile = profile;
-	if (seed >= 0)
-		sc.seed = (uint64_t)seed;
+	if (have_seed)
+		sc.seed = seed;
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
 	if (warmup >= 0)

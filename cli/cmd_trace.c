@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gpumux/numparse.h"
 #include "trace.h"
 
 static void usage_trace(FILE *out)
@@ -78,10 +79,9 @@ static int parse_common(int argc, char **argv, int *i, gmx_trace_opts_t *o)
 				return 2;
 			}
 		} else if (!strcmp(a, "--tokens")) {
-			char *e;
-			unsigned long n = strtoul(v, &e, 10);
-			if (*e || !n || n > 1000000) {
-				fprintf(stderr, "gpumux trace: --tokens wants a positive integer, got '%s'\n", v);
+			uint64_t n;
+			if (gmx_parse_uint(v, 1, 1000000, &n)) {
+				fprintf(stderr, "gpumux trace: --tokens wants an integer in [1, 1000000], got '%s'\n", v);
 				return 2;
 			}
 			o->tokens = (uint32_t)n;
