@@ -12,6 +12,7 @@
 
 #include "fikit.h"
 #include "gpumux/kprofile.h"
+#include "bench_util.h"
 #include "scenario.h"
 
 static const char *const scheds[] = {"fikit", "timeslice", "streamprio", "mps", "exclusive"};
@@ -140,8 +141,6 @@ static int hp_index(const gmx_scenario_t *sc)
 			hp = (int)i;
 	return hp;
 }
-
-int gmx_bench_fikit(const char *dir, int quick, int json);
 
 int gmx_bench_fikit(const char *dir, int quick, int json)
 {

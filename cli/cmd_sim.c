@@ -39,7 +39,8 @@ static void usage(FILE *out)
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        run inmem, um, ideal and msched and print them side by side\n"
-		"  --json           print one JSON object instead of a table\n"
+		"  --json           print one JSON object instead of a table (with --compare:\n"
+		"                   {scenario, device, seed, compare, runs: [one report per mode]})\n"
 		"  -h, --help       show this help\n"
 		"\n"
 		"Same scenario, options and seed give byte-identical output. See gpumux-sim(1)\n"
@@ -84,7 +85,7 @@ static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int js
 
 /* Every memory mode side by side: inmem, um and ideal under the scenario's
  * timeslice, msched at its own slice. */
-static int compare(gmx_scenario_t *sc)
+static int compare(gmx_scenario_t *sc, int json)
 {
 	static const char *const modes[] = {"inmem", "um", "ideal", "msched"};
 	enum { N = sizeof(modes) / sizeof(modes[0]) };
@@ -97,6 +98,25 @@ static int compare(gmx_scenario_t *sc)
 			free(r);
 			return rc;
 		}
+	}
+	if (json) {
+		/* {"scenario", "device", "seed", "runs": [one report per mode, as --json prints it]} */
+		json_t *root = json_object(), *runs = json_array();
+		if (root && runs) {
+			json_object_set_new(root, "scenario", json_string(sc->name));
+			json_object_set_new(root, "device", json_string(sc->device->name));
+			json_object_set_new(root, "seed", json_integer((json_int_t)sc->seed));
+			json_object_set_new(root, "compare", json_true());
+			for (int m = 0; m < N; m++) {
+				gmx_run_info_t info = {sc->name, "timeslice", modes[m], sc->device->name, sc->seed};
+				json_array_append_new(runs, gmx_report_object(&info, &r[m]));
+			}
+			json_object_set_new(root, "runs", runs);
+			runs = NULL;
+		}
+		json_decref(runs);
+		free(r);
+		return gmx_report_print(stdout, root) ? 1 : 0;
 	}
 	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n",
 	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
@@ -246,7 +266,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.tasks[0] = keep;
 		sc.n_tasks = 1;
 	}
-	int rc = cmp ? compare(&sc) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
+	int rc = cmp ? compare(&sc, json) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
 	sc.n_tasks = all;
 	gmx_scenario_free(&sc);
 	return rc;
