@@ -13,6 +13,7 @@
 #include "gpumux/template.h"
 #include "msched.h"
 #include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 
 /* Memory modes of the table, in column order; "um-long" is um under the
@@ -31,9 +32,9 @@ static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_res
 	int rc;
 	if (mode == M_UMLONG || mode == M_IDEALLONG) {
 		copy.params.slice_ns = mem_slice;
-		rc = gmx_scenario_run(&copy, "timeline", mode == M_UMLONG ? "um" : "ideal", r, err, sizeof(err));
+		rc = gmx_progress_run(&copy, "timeline", mode == M_UMLONG ? "um" : "ideal", r, err, sizeof(err));
 	} else {
-		rc = gmx_scenario_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
+		rc = gmx_progress_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
 	}
 	if (rc)
 		fprintf(stderr, "gpumux bench msched: %s\n", err);

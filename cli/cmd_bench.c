@@ -15,6 +15,7 @@
 #include "memspace.h"
 #include "replay.h"
 #include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 #include "um.h"
 
@@ -42,7 +43,7 @@ static int run_file_as(const bench_opts_t *o, const char *name, const char *sche
 		sc.warmup_ns = 0;
 	}
 	double t0 = gmx_bench_wall_s();
-	int rc = gmx_scenario_run(&sc, sched, mem, res, err, sizeof(err));
+	int rc = gmx_progress_run(&sc, sched, mem, res, err, sizeof(err));
 	if (seconds)
 		*seconds = gmx_bench_wall_s() - t0;
 	gmx_scenario_free(&sc);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "progress.h"
 #include "gpumux/numparse.h"
 #include "gpumux/template.h"
 #include "gpumux/workload_io.h"
@@ -107,8 +108,13 @@ static int record(int argc, char **argv)
 		.tasks = sc.tasks,
 		.n_tasks = sc.n_tasks,
 	};
+	gmx_progress_t prog;
+	gmx_progress_start(&prog, "%s: measuring each task alone", sc.name);
+	cfg.progress = gmx_progress_tick;
+	cfg.progress_ctx = &prog;
 	gmx_kprof_t *p = calloc(sc.n_tasks ? sc.n_tasks : 1, sizeof(*p));
 	int rc = p ? gmx_profile_measure(&cfg, p, err, sizeof(err)) : -ENOMEM;
+	gmx_progress_end(&prog);
 	if (!rc)
 		rc = gmx_profile_write(outp, p, sc.n_tasks, err, sizeof(err));
 	if (rc)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "progress.h"
 #include "gpumux/numparse.h"
 #include "report.h"
 #include "scenario.h"
@@ -60,7 +61,7 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
 static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res)
 {
 	char err[1024];
-	int rc = gmx_scenario_run(sc, sched, mem, res, err, sizeof(err));
+	int rc = gmx_progress_run(sc, sched, mem, res, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux sim: %s\n", err);
 	return rc ? 1 : 0;
