@@ -128,8 +128,12 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 		return 1;
 	}
 	if (!strcmp(name, "inflight")) {
-		if (gmx_parse_uint(value, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX, &u))
-			return bad(st, "inflight '%s' is not an integer in [1, 1024]%s", value, "");
+		if (gmx_parse_uint(value, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX, &u)) {
+			char what[96];
+			snprintf(what, sizeof(what), "inflight '%%s' is not an integer in [%u, %u]%%s", GMX_INFLIGHT_MIN,
+				 GMX_INFLIGHT_MAX);
+			return bad(st, what, value, "");
+		}
 		st->inflight = (int64_t)u;
 		return 1;
 	}
