@@ -19,9 +19,18 @@ static const char *kind_of(mode_t m)
 			     : "not a regular file, FIFO or character device";
 }
 
-/* A temporary beside target (same file system, so rename is atomic), mode bits `mode`. */
-static int open_temporary(gmx_outfile_t *o, const char *path, mode_t mode, char *err, size_t err_len)
+/* A temporary beside target (same file system, so rename is atomic) with the mode bits (and,
+ * where allowed, the owner) of `old`, or 0666 less the umask when old is NULL. */
+static int open_temporary(gmx_outfile_t *o, const char *path, const struct stat *old, char *err, size_t err_len)
 {
+	mode_t mode;
+	if (old) {
+		mode = old->st_mode & 07777;
+	} else {
+		mode_t mask = umask(0);
+		umask(mask);
+		mode = 0666 & ~mask;
+	}
 	size_t n = strlen(o->target) + 16;
 	o->tmp = malloc(n);
 	if (!o->tmp) {
@@ -33,6 +42,17 @@ static int open_temporary(gmx_outfile_t *o, const char *path, mode_t mode, char 
 	if (fd < 0) {
 		int e = errno;
 		snprintf(err, err_len, "%s: cannot create a temporary beside it: %s", path, strerror(e));
+		free(o->tmp);
+		o->tmp = NULL;
+		return -e;
+	}
+	/* A replaced file keeps its owner when we may give it (root replacing a user's file). */
+	if (old && (old->st_uid != geteuid() || old->st_gid != getegid()) && fchown(fd, old->st_uid, old->st_gid) != 0 &&
+	    errno != EPERM) {
+		int e = errno;
+		close(fd);
+		unlink(o->tmp);
+		snprintf(err, err_len, "%s: %s", path, strerror(e));
 		free(o->tmp);
 		o->tmp = NULL;
 		return -e;
@@ -118,11 +138,9 @@ int gmx_outfile_open(gmx_outfile_t *o, const char *path, char *err, size_t err_l
 	}
 	int rc;
 	if (!exists) {
-		mode_t mask = umask(0);
-		umask(mask);
-		rc = open_temporary(o, path, 0666 & ~mask, err, err_len);
+		rc = open_temporary(o, path, NULL, err, err_len);
 	} else if (S_ISREG(st.st_mode)) {
-		rc = open_temporary(o, path, st.st_mode & 07777, err, err_len);
+		rc = open_temporary(o, path, &st, err, err_len);
 	} else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
 		rc = open_through(o, path, &st, err, err_len);
 	} else {

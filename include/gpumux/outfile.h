@@ -3,7 +3,8 @@
  * What is at the path decides how it is written:
  *   missing or a regular file  a temporary beside it, flushed to disk, renamed over it: a
  *                              reader sees the old file or the whole new one, never a part;
- *                              a replaced file keeps its permission bits
+ *                              a replaced file keeps its permission bits (and its
+ *                              owner and group where allowed: as root)
  *   a symbolic link            written through to the file it points to (by the rules here);
  *                              the link stays; a link to nothing is refused
  *   a FIFO, a character device written through (opened and written, never replaced)
