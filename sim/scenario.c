@@ -214,6 +214,13 @@ static char *reader(char *str, int num, void *stream)
 	if (st->failed || !fgets(str, num, st->file))
 		return NULL;
 	st->line++;
+	size_t n = strlen(str);
+	if (n && str[n - 1] != '\n' && !feof(st->file)) {
+		char what[64];
+		snprintf(what, sizeof(what), "%d", num - 2);
+		bad(st, "line longer than %s characters%s", what, "");
+		return NULL;
+	}
 	const char *p = str;
 	while (*p == ' ' || *p == '\t')
 		p++;
@@ -392,8 +399,10 @@ static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w
 		return -EINVAL;
 	}
 	char p[PATH_MAX];
-	if (resolve(dir, file, p, sizeof(p)))
-		return -ENAMETOOLONG;
+	if (resolve(dir, file, p, sizeof(p))) {
+		snprintf(msg, len, "trace: file = %.64s...: the path is too long", file);
+		return -EINVAL;
+	}
 	return gmx_trace_import(p, &opts, w, NULL, msg, len);
 }
 
@@ -494,8 +503,11 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 			/* Each replica owns its copy of the arrival list. */
 			if (proto.arrival == GMX_ARRIVAL_TRACE && c == 0) {
 				char p[PATH_MAX], at[PATH_MAX + 16];
-				if (resolve(dir, t->arrivals_path, p, sizeof(p)))
-					return -ENAMETOOLONG;
+				if (resolve(dir, t->arrivals_path, p, sizeof(p))) {
+					snprintf(err, err_len, "%s:%d: task '%s': arrivals: the path is too long", st->path,
+						 t->arrivals_line, t->name);
+					return -EINVAL;
+				}
 				snprintf(at, sizeof(at), "%s:%d: task '%s'", st->path, t->arrivals_line, t->name);
 				rc = load_gaps(p, out, err, err_len, at);
 				if (rc)
@@ -519,8 +531,11 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 			size_t len = strlen(wl);
 			if (strchr(wl, '/') || (len > 5 && !strcmp(wl + len - 5, ".gmxw"))) {
 				char p[PATH_MAX];
-				if (resolve(dir, wl, p, sizeof(p)))
-					return -ENAMETOOLONG;
+				if (resolve(dir, wl, p, sizeof(p))) {
+					snprintf(err, err_len, "%s:%d: task '%s': workload: the path is too long", st->path,
+						 t->workload_line, t->name);
+					return -EINVAL;
+				}
 				if (t->n_params) {
 					snprintf(err, err_len, "%s:%d: unknown key '%s' for task '%s' (a workload file takes "
 						 "no parameters)", st->path, t->param_line[0], t->params[0].key, t->name);

@@ -157,6 +157,10 @@ static void scenario_keys_checked_at_their_line(void **state)
 	expect_error("[task a]\nworkload = vector-add\ncount = 0x2\n", 3, "count '0x2'");
 	expect_error("[scenario]\n\n[task a]\nworkload = vector-add\narrival = trace\narrivals = nonexist.json\n", 6,
 		     "arrivals file: unable to open");
+	/* A line too long for the INI reader is named as such, at its own line. */
+	char text[1024];
+	snprintf(text, sizeof(text), "[task a]\nworkload = %0300d\nunits = 1\n", 0);
+	expect_error(text, 2, "line longer than");
 	/* The smallest slice the parser takes runs. */
 	char err[512];
 	gmx_scenario_t sc;
