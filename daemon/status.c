@@ -79,6 +79,19 @@ void gmxd__status_reply(int fd)
 	    (unsigned long long)SRV.refusals[GMXD_REF_VERSION],
 	    (unsigned long long)SRV.refusals[GMXD_REF_TIMEOUT],
 	    (unsigned long long)SRV.refusals[GMXD_REF_RESOURCES]);
+	uint64_t held_bytes = 0, cmds_held = 0;
+	uint32_t slots = 0, actions = 0;
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
+		held_bytes += gmxd_mem_bytes(SRV.mem, t);
+		slots += SRV.cl[t].used;
+		cmds_held += SRV.cl[t].refs;
+	}
+	for (const action_t *a = SRV.act_head; a; a = a->next)
+		actions++;
+	OUT("\"accounts\":{\"slots\":%u,\"commands_held\":%llu,\"allocated_bytes\":%llu,"
+	    "\"evictions_outstanding\":%u,\"actions_waiting\":%u},",
+	    slots, (unsigned long long)cmds_held, (unsigned long long)held_bytes, SRV.evicts_outstanding,
+	    actions);
 	OUT("\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
