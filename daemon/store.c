@@ -195,3 +195,42 @@ void gmxd__store_save(const char *name, gmx_kprof_t *p)
 		gmxd_log("profile store: saved %s (%u kernels)", path, snap.n);
 	gmx_kprof_free(&snap);
 }
+
+gmx_kprof_t *gmxd__store_get(const char *name)
+{
+	int k = -1, lru = -1;
+	for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
+		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
+			k = i;
+	for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++) {
+		if (!SRV.store[i].used) {
+			k = i;
+			break;
+		}
+		/* In use while a client slot (a departed one with commands still held included)
+		 * points at it. */
+		int held = 0;
+		for (int t = 0; t < GMX_MAX_TASKS && !held; t++)
+			held = SRV.cl[t].used && SRV.prof_ptr[t] == &SRV.store[i].prof;
+		if (!held && (lru < 0 || SRV.store[i].last_used < SRV.store[lru].last_used))
+			lru = i;
+	}
+	if (k < 0 && lru >= 0) {
+		/* Every entry is taken: the least recently used one no client holds goes (it was
+		 * saved when its last client left). */
+		gmx_kprof_free(&SRV.store[lru].prof);
+		SRV.store[lru].used = 0;
+		k = lru;
+	}
+	if (k < 0)
+		return NULL;
+	if (!SRV.store[k].used) {
+		if (gmx_kprof_init(&SRV.store[k].prof, name) != 0)
+			return NULL;
+		SRV.store[k].used = 1;
+		snprintf(SRV.store[k].name, sizeof SRV.store[k].name, "%s", name);
+		gmxd__store_load(name, &SRV.store[k].prof); /* else measured as it runs */
+	}
+	SRV.store[k].last_used = ++SRV.store_clock;
+	return &SRV.store[k].prof;
+}
