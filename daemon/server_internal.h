@@ -247,7 +247,8 @@ void gmxd__plan_memory(client_t *c, dcmd_t *d);
 /* ---- store.c ---- */
 
 /* Prepares the profile store: creates profile_dir (mode 0700) and proves it writable, makes
- * the files already there private. 0, or a negative errno with the reason in err. */
+ * the files already there private, removes unfinished saves. 0, or a negative errno with the
+ * reason in err. */
 int gmxd__store_open(char *err, size_t err_len);
 
 /* Loads the stored profile of task `name` into *p when there is one (a bad file is logged). */

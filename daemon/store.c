@@ -38,7 +38,8 @@ static int profile_path(const char *name, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* Makes the files already in the store private (an older gpumuxd wrote them 0644). */
+/* Makes the files already in the store private (an older gpumuxd wrote them 0644) and
+ * removes the temporaries of saves a crash interrupted. */
 static void privatise(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -48,12 +49,18 @@ static void privatise(const char *dir)
 	for (struct dirent *e; (e = readdir(d));) {
 		size_t l = strlen(e->d_name);
 		struct stat st;
-		if (l < 8 || strcmp(e->d_name + l - 8, ".gmxprof") != 0 ||
+		int tmp = strstr(e->d_name, ".gmxprof.tmp.") != NULL;
+		if ((!tmp && (l < 8 || strcmp(e->d_name + l - 8, ".gmxprof") != 0)) ||
 		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid() || !(st.st_mode & 077))
+		    st.st_uid != geteuid())
 			continue;
-		if (fchmodat(dfd, e->d_name, STORE_FILE_MODE, 0) == 0)
+		if (tmp) {
+			if (unlinkat(dfd, e->d_name, 0) == 0)
+				gmxd_log("profile store: %s/%s removed (a save that did not finish)", dir,
+					 e->d_name);
+		} else if ((st.st_mode & 077) && fchmodat(dfd, e->d_name, STORE_FILE_MODE, 0) == 0) {
 			gmxd_log("profile store: %s/%s made private (mode 0600)", dir, e->d_name);
+		}
 	}
 	closedir(d);
 }

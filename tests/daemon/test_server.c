@@ -2,7 +2,7 @@
  * gpumuxd's connections and clients without a loop (daemon/server_internal.h's seam): socket
  * pairs handed to gmxd__admit with the credentials of our choosing, the rings driven by hand,
  * a clock of our own. What one user may take from the others: client slots, slots held by
- * departed clients, the profile store's entries.
+ * departed clients, the profile store's entries; and the store's saves (durable, private).
  */
 #include "server_internal.h"
 
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -212,6 +213,101 @@ static void test_profile_entries_reused(void **state)
 	gmxd__fini();
 }
 
+/* fsync and rename as the store calls them (linked with --wrap): the order of a save. */
+int __real_fsync(int fd);
+int __real_rename(const char *from, const char *to);
+static char events[32][700];
+static int n_ev;
+
+int __wrap_fsync(int fd)
+{
+	char link[64], path[512];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t k = readlink(link, path, sizeof path - 1);
+	path[k > 0 ? k : 0] = 0;
+	if (n_ev < 32)
+		snprintf(events[n_ev++], sizeof events[0], "fsync %s", path);
+	return __real_fsync(fd);
+}
+
+int __wrap_rename(const char *from, const char *to)
+{
+	if (n_ev < 32)
+		snprintf(events[n_ev++], sizeof events[0], "rename %s %s", from, to);
+	return __real_rename(from, to);
+}
+
+static int find_event(const char *prefix, int from)
+{
+	for (int i = from; i < n_ev; i++)
+		if (strncmp(events[i], prefix, strlen(prefix)) == 0)
+			return i;
+	return -1;
+}
+
+/* A save is durable and private: the temporary is flushed before it replaces the profile, the
+ * directory after; the file is 0600. At start, an older readable profile is made private and a
+ * temporary a crash left behind is removed. */
+static void test_store_save_durable_and_private(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gmx-test-store.XXXXXX", path[64], tmp[128], old[128], file[128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/profiles", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(tmp, sizeof tmp, "%s/t.gmxprof.tmp.Ab12Cd", path);
+	snprintf(old, sizeof old, "%s/old.gmxprof", path);
+	snprintf(file, sizeof file, "%s/t.gmxprof", path);
+	FILE *f = fopen(tmp, "w");
+	assert_non_null(f);
+	fputs("gmxprof 1\n", f);
+	fclose(f);
+	f = fopen(old, "w");
+	assert_non_null(f);
+	fputs("gmxprof 1\n", f);
+	fclose(f);
+	assert_int_equal(chmod(old, 0644), 0);
+	gmxd_config_default(&cfg);
+	snprintf(cfg.profile_dir, sizeof cfg.profile_dir, "%s", path);
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat(old, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	if (access(tmp, F_OK) == 0)
+		fail_msg("%s, left by an unfinished save, is still there", tmp);
+	gmx_kprof_t p;
+	assert_int_equal(gmx_kprof_init(&p, "t"), 0);
+	assert_int_equal(gmx_kprof_observe(&p, 1, 0, 100000, 5000, "k"), 0);
+	n_ev = 0;
+	gmxd__store_save("t", &p);
+	char want[400];
+	snprintf(want, sizeof want, "fsync %s/t.gmxprof.tmp.", path);
+	int fs = find_event(want, 0);
+	snprintf(want, sizeof want, "rename %s/t.gmxprof.tmp.", path);
+	int rn = find_event(want, 0);
+	snprintf(want, sizeof want, "fsync %s", path);
+	int fd_dir = -1;
+	for (int i = rn + 1; rn >= 0 && i < n_ev; i++)
+		if (strcmp(events[i], want) == 0)
+			fd_dir = i;
+	for (int i = 0; i < n_ev; i++)
+		print_message("save: %s\n", events[i]);
+	if (fs < 0 || rn < 0 || fs > rn)
+		fail_msg("the temporary was not flushed before it replaced the profile");
+	if (fd_dir < 0)
+		fail_msg("the directory was not flushed after the rename");
+	assert_int_equal(stat(file, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	gmx_kprof_free(&p);
+	gmxd__fini();
+	unlink(file);
+	unlink(old);
+	rmdir(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -220,6 +316,7 @@ int main(void)
 	    cmocka_unit_test(test_one_user_cannot_take_every_slot),
 	    cmocka_unit_test(test_departed_slot_freed_at_once),
 	    cmocka_unit_test(test_profile_entries_reused),
+	    cmocka_unit_test(test_store_save_durable_and_private),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
