@@ -39,6 +39,8 @@ typedef struct {
 	gmx_shm_region_t *r;
 	int efd_up, efd_down;
 	uint64_t next_seq;
+	uint64_t al_ptr[16], al_size[16]; /* allocations announced (as the client believes) */
+	int nal, al_next;
 } conn_t;
 
 static conn_t conns[MAXC];
@@ -403,6 +405,58 @@ static void op_drain(void)
 	gmxd__poll_rings();
 }
 
+/* An allocation of a size the planner can plan for, at an address of its own. */
+static void op_alloc(void)
+{
+	conn_t *c = pick(1);
+	uint8_t mb = u8(), extra = u8();
+	if (!c || c->nal >= 16)
+		return;
+	uint64_t size = ((uint64_t)(mb % 96) << 20) + (extra & 1 ? (uint64_t)extra << 10 : 0);
+	uint64_t ptr = 0x7f0000000000ull + ((uint64_t)c->al_next++ << 30);
+	gmx_ring_entry_t e = {.type = GMX_UP_ALLOC, .x = ptr, .y = size};
+	push_up(c, &e);
+	c->al_ptr[c->nal] = ptr;
+	c->al_size[c->nal++] = size;
+	gmxd__poll_rings();
+}
+
+/* Frees one allocation the client announced. */
+static void op_free(void)
+{
+	conn_t *c = pick(1);
+	uint8_t k = u8();
+	if (!c || !c->nal)
+		return;
+	int i = k % c->nal;
+	gmx_ring_entry_t e = {.type = GMX_UP_FREE, .x = c->al_ptr[i]};
+	push_up(c, &e);
+	c->al_ptr[i] = c->al_ptr[c->nal - 1];
+	c->al_size[i] = c->al_size[--c->nal];
+	gmxd__poll_rings();
+}
+
+/* Commands whose predicted ranges lie in the client's allocations. */
+static void op_predicted(void)
+{
+	conn_t *c = pick(1);
+	uint8_t n = 1 + u8() % 16, nr = u8() % 5, off = u8(), len = u8();
+	if (!c)
+		return;
+	for (uint8_t i = 0; i < n; i++) {
+		for (uint8_t k = 0; c->nal && k < nr; k++) {
+			int a = (off + k + i) % c->nal;
+			uint64_t o = c->al_size[a] ? ((uint64_t)off << 20) % c->al_size[a] : 0;
+			uint64_t l = ((uint64_t)len + 1) << 18;
+			gmx_ring_entry_t r = {.type = GMX_UP_RANGE, .seq = c->next_seq, .x = c->al_ptr[a] + o, .y = l};
+			push_up(c, &r);
+		}
+		gmx_ring_entry_t e = {.type = GMX_UP_NOTICE, .a = (uint32_t)(i % 3), .seq = c->next_seq++, .x = 3 + i % 5};
+		push_up(c, &e);
+	}
+	gmxd__poll_rings();
+}
+
 static void op_hangup(void)
 {
 	conn_t *c = pick(u8() & 1);
@@ -519,10 +573,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size_)
 	if (gmxd__init(&cfg, fake_clock) != 0)
 		die("gmxd__init", cfg.policy);
 	check_books("init");
-	static const char *names[] = {"connect", "push",      "notices", "drain",  "hangup",
-				      "sockdata", "corrupt", "time",    "status", "pending"};
+	static const char *names[] = {"connect", "push", "notices", "drain",	"hangup", "sockdata", "corrupt",
+				      "time",	 "status", "pending", "alloc", "free",	 "predicted"};
 	for (int ops = 0; in_off < in_len && ops < 4096; ops++) {
-		uint8_t op = u8() % 10;
+		uint8_t op = u8() % 13;
 		switch (op) {
 		case 0:
 			op_connect();
@@ -553,6 +607,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size_)
 			break;
 		case 9:
 			op_pending_speak();
+			break;
+		case 10:
+			op_alloc();
+			break;
+		case 11:
+			op_free();
+			break;
+		case 12:
+			op_predicted();
 			break;
 		}
 		check_books(names[op]);
