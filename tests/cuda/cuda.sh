@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs an nvcc-built CUDA runtime program (tests/cuda/*.cu) on the stand-in driver.
+# Usage: cuda.sh MODE BUILD_DIR RUN_DIR PROGRAM [PROGRAM2]
+#   alone        PROGRAM on the stand-in, no interposer
+#   run          PROGRAM under `gpumux run` with gpumuxd (fikit); the daemon must see it
+#   hp_lp        PROGRAM (roundtrip, high priority, synchronising after each kernel) beside
+#                PROGRAM2 (roundtrip, low priority, saturating) under gpumuxd (fikit): while a
+#                high-priority kernel waits, at most 2 x inflight low-priority kernels start
+#                (read from the stand-in's execution log, as tests/e2e's e2e_hp_lp)
+#   oversubscribe PROGRAM (oversub) under `gpumux run --oversubscribe` on a 64 MB device
+# Each program prints "ok ..." on success; its output is shown.
+set -u
+MODE=$1 B=$2 R=$3 P=$4 P2=${5:-}
+G=$B/gpumux D=$B/gpumuxd
+CUDA_LIB=${GMX_CUDA_LIB:-/usr/local/cuda/lib64}
+rm -rf "$R" && mkdir -p "$R" && chmod 755 "$R"
+export GPUMUX_RUNTIME_DIR=$R GPUMUX_STANDIN_DIR=$R GPUMUX_STANDIN_LOG=$R/standin.log
+export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1
+export GPUMUX_STANDIN_MEM_MB=64 # a small device: oversub allocates 150 % of it
+DPID=
+cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null; wait 2>/dev/null; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+start_daemon() {
+    { echo "[daemon]"; echo "runtime_dir = $R"; echo "profile_dir = $R/profiles"; echo "policy = fikit"
+      for l in "$@"; do echo "$l"; done; } >"$R/gpumuxd.conf"
+    "$D" --foreground --config "$R/gpumuxd.conf" 2>>"$R/daemon.log" &
+    DPID=$!
+    for _ in $(seq 100); do "$G" status >/dev/null 2>&1 && return 0; sleep 0.05; done
+    fail "gpumuxd did not start: $(tail -3 "$R/daemon.log")"
+}
+
+ok_of() { grep -q '^ok' "$1" || fail "$(basename "$1" .out): $(grep -m1 -E 'FAIL|error' "$1" || tail -1 "$1")"; }
+
+case $MODE in
+alone)
+    LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" >"$R/p.out" 2>&1
+    cat "$R/p.out"; ok_of "$R/p.out"
+    n=$(grep -c 'kind=kernel' "$R/standin.log")
+    echo "stand-in ran $n kernels"; [ "$n" -gt 0 ] || fail "no kernel reached the stand-in"
+    ;;
+run)
+    start_daemon
+    GPUMUX_SHIM_LOG=$R/shim.log LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --priority 3 --name prog -- "$P" \
+        >"$R/p.out" 2>&1
+    cat "$R/p.out"; ok_of "$R/p.out"
+    grep -q "name 'prog'" "$R/daemon.log" || fail "gpumuxd never saw the program (it ran unscheduled)"
+    n=$(grep -c 'kind=kernel' "$R/standin.log")
+    echo "stand-in ran $n kernels under gpumux run"; [ "$n" -gt 0 ] || fail "no kernel reached the stand-in"
+    ;;
+hp_lp)
+    INFL=2
+    start_daemon "inflight = $INFL"
+    # The roundtrip's kernels take 300 µs on the stand-in (durations file).
+    printf '_Z5scalePffi 300\n' >"$R/times"
+    export GPUMUX_STANDIN_KERNEL_TIMES=$R/times
+    LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --priority 7 --name lp -- "$P2" 1500 >"$R/lp.out" 2>&1 &
+    LP=$!
+    sleep 0.5
+    LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --priority 0 --name hp -- "$P" 40 --log-launches \
+        >"$R/hp.out" 2>&1 || fail "hp: $(tail -1 "$R/hp.out")"
+    wait $LP || fail "lp: $(tail -1 "$R/lp.out")"
+    tail -1 "$R/hp.out"; tail -1 "$R/lp.out"
+    ok_of "$R/hp.out"; ok_of "$R/lp.out"
+    grep -q "name 'hp'" "$R/daemon.log" && grep -q "name 'lp'" "$R/daemon.log" ||
+        fail "gpumuxd did not see both programs"
+    # The stand-in logs the pid of each command; the program's own pid is its first kernel's.
+    pids=$(grep 'kind=kernel' "$R/standin.log" | sed 's/.* pid=\([0-9]*\) .*/\1/' | sort | uniq -c | sort -n)
+    HPID=$(echo "$pids" | head -1 | awk '{print $2}') LPID=$(echo "$pids" | tail -1 | awk '{print $2}')
+    sed -n 's/^launch t_ns=//p' "$R/hp.out" >"$R/hp.launch"
+    grep " pid=$HPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/hp.start"
+    grep " pid=$LPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/lp.start"
+    [ "$(wc -l <"$R/hp.launch")" -eq "$(wc -l <"$R/hp.start")" ] ||
+        fail "hp launched $(wc -l <"$R/hp.launch") kernels, $(wc -l <"$R/hp.start") ran"
+    worst=$(paste -d' ' "$R/hp.launch" "$R/hp.start" | awk '
+        FNR == NR { L[n] = $1; H[n] = $2; n++; next }
+        { s = $1; for (i = 0; i < n; i++) if (s > L[i] && s < H[i]) c[i]++ }
+        END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start")
+    BOUND=$((2 * INFL))
+    echo "fikit: at most $worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
+    [ "$worst" -le "$BOUND" ] || fail "$worst low-priority kernels started while a high-priority kernel waited"
+    ;;
+oversubscribe)
+    export GPUMUX_STANDIN_MEM_MB=64
+    start_daemon "device_memory_mb = 64"
+    LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --oversubscribe --priority 3 --name big -- "$P" 64 \
+        >"$R/p.out" 2>&1
+    cat "$R/p.out"; ok_of "$R/p.out"
+    grep -q "name 'big'" "$R/daemon.log" || fail "gpumuxd never saw the program"
+    ;;
+*) echo "unknown mode $MODE"; exit 2 ;;
+esac
+echo "passed: $MODE $(basename "$P")"
