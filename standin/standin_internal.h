@@ -153,20 +153,6 @@ void si__device_uuid(CUuuid *uuid);
 /* Drops the runtime's context-local storage of a context (NULL: of every context). */
 void si__cls_forget(CUcontext ctx);
 
-/* Loads a text module (docs/standin.md), an image the fatbin parser reads, or a file of
- * either; origin names the image in error messages. */
-CUresult si__module_load_text(CUmodule *module, const char *text, const char *origin);
-CUresult si__module_load_image(CUmodule *module, const void *image, const char *origin);
-CUresult si__module_load_file(CUmodule *module, const char *path);
-/* The driver version the stand-in reports (13000, or GPUMUX_STANDIN_DRIVER_VERSION). */
-int si__driver_version(void);
-/* The simulated device's attribute (standin/device.c; 0 for what is not simulated). */
-int si__device_attribute(CUdevice_attribute attrib);
-/* The simulated device's UUID. */
-void si__device_uuid(CUuuid *uuid);
-/* Drops the runtime's context-local storage of a context (NULL: of every context). */
-void si__cls_forget(CUcontext ctx);
-
 /* ---- stream capture (graph.c) ---- */
 enum { SI_CAP_KERNEL = 1, SI_CAP_COPY, SI_CAP_MEMSET, SI_CAP_HOSTFN, SI_CAP_RECORD };
 /* One captured command: what replaying it needs. */
