@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ihash.h"
+#include "gpumux/ihash.h"
 #include "standin_internal.h"
 
 #define SIZE_SLOT(n) ((void *)(uintptr_t)(sizeof(void *) * (n)))
@@ -251,51 +251,19 @@ static CUresult integrity_check(uint32_t rt_version, uint64_t unix_seconds, uint
 {
 	if (!result)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (rt_version % 10 == 0 || rt_version % 10 == 1) { /* fixed answers for these versions */
-		result[0] = rt_version % 10 == 0 ? 0x3341181C03CB675CULL : 0x1841181C03CB675CULL;
-		result[1] = 0x8ED383AA1F4CD1E8ULL;
-		return CUDA_SUCCESS;
-	}
-	static const uint8_t key[16] = {0x14, 0x6A, 0xDD, 0xAE, 0x53, 0xA9, 0xA7, 0x52,
-					0xAA, 0x08, 0x41, 0x36, 0x0B, 0xF5, 0x5A, 0x9F};
-	struct {
-		uint32_t driver, runtime, pid, tid;
-		const void *cudart, *table, *fn;
-		uint64_t seconds;
-	} in = {(uint32_t)si__driver_version(),
-		rt_version,
-		(uint32_t)getpid(),
-		(uint32_t)(uintptr_t)pthread_self(),
-		t_cudart,
-		t_integrity,
-		t_integrity[1],
-		unix_seconds};
-	struct {
-		CUuuid uuid;
-		int32_t domain, bus, device;
-	} dev;
-	memset(&dev, 0, sizeof dev);
-	si__device_uuid(&dev.uuid);
-	dev.domain = 0;
-	dev.bus = SI_PCI_BUS;
-	dev.device = 0;
-
-	gmx_ihash_t h;
-	memset(&h, 0, sizeof h);
-	gmx_ihash_bytes(&h, key, sizeof key, 0x36); /* inner pass */
-	gmx_ihash_bytes(&h, &in, sizeof in, 0);
-	gmx_ihash_bytes(&h, &dev, sizeof dev, 0); /* one device */
-	uint8_t inner[16];
-	gmx_ihash_final(&h, inner);
-	/* outer pass: digest and checksum restart, the mixing buffers carry over */
-	memset(h.x, 0, 16);
-	memset(h.sum, 0, 16);
-	h.pos = h.last = 0;
-	gmx_ihash_bytes(&h, key, sizeof key, 0x5c);
-	gmx_ihash_bytes(&h, inner, sizeof inner, 0);
-	uint8_t out[16];
-	gmx_ihash_final(&h, out);
-	memcpy(result, out, 16);
+	gmx_ihash_facts_t f = {(uint32_t)si__driver_version(),
+			       rt_version,
+			       (uint32_t)getpid(),
+			       (uint32_t)(uintptr_t)pthread_self(),
+			       t_cudart,
+			       t_integrity,
+			       t_integrity[1],
+			       unix_seconds};
+	gmx_ihash_device_t dev = {.domain = 0, .bus = SI_PCI_BUS, .device = 0}; /* one device */
+	CUuuid u;
+	si__device_uuid(&u);
+	memcpy(dev.uuid, u.bytes, 16);
+	gmx_ihash_answer(&f, &dev, 1, result);
 	return CUDA_SUCCESS;
 }
 

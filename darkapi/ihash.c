@@ -1,5 +1,5 @@
 /* The INTEGRITY_CHECK hash (ihash.h). */
-#include "ihash.h"
+#include "gpumux/ihash.h"
 
 #include <string.h>
 
@@ -62,3 +62,35 @@ void gmx_ihash_final(gmx_ihash_t *h, uint8_t out[16])
 	memcpy(out, h->x, 16);
 }
 
+
+void gmx_ihash_answer(const gmx_ihash_facts_t *f, const gmx_ihash_device_t *dev, int n, uint64_t out[2])
+{
+	if (f->runtime % 10 == 0 || f->runtime % 10 == 1) { /* fixed answers for these versions */
+		out[0] = f->runtime % 10 == 0 ? 0x3341181C03CB675CULL : 0x1841181C03CB675CULL;
+		out[1] = 0x8ED383AA1F4CD1E8ULL;
+		return;
+	}
+	static const uint8_t key[16] = {0x14, 0x6A, 0xDD, 0xAE, 0x53, 0xA9, 0xA7, 0x52,
+					0xAA, 0x08, 0x41, 0x36, 0x0B, 0xF5, 0x5A, 0x9F};
+	gmx_ihash_t h;
+	memset(&h, 0, sizeof h);
+	gmx_ihash_bytes(&h, key, sizeof key, 0x36); /* inner pass */
+	gmx_ihash_bytes(&h, f, sizeof *f, 0);
+	for (int i = 0; i < n; i++)
+		gmx_ihash_bytes(&h, &dev[i], sizeof dev[i], 0);
+	uint8_t inner[16];
+	gmx_ihash_final(&h, inner);
+	/* outer pass: digest and checksum restart, the mixing buffers carry over */
+	memset(h.x, 0, 16);
+	memset(h.sum, 0, 16);
+	h.pos = h.last = 0;
+	gmx_ihash_bytes(&h, key, sizeof key, 0x5c);
+	gmx_ihash_bytes(&h, inner, sizeof inner, 0);
+	uint8_t digest[16];
+	gmx_ihash_final(&h, digest);
+	memcpy(out, digest, 16);
+}
+
+_Static_assert(sizeof(gmx_ihash_t) == 66, "the hash state is the runtime's 66 bytes");
+_Static_assert(sizeof(gmx_ihash_facts_t) == 48, "the facts block is hashed as 48 bytes");
+_Static_assert(sizeof(gmx_ihash_device_t) == 28, "a device is hashed as 28 bytes");
