@@ -36,6 +36,7 @@ SI_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)p;
+	si__record_alloc((uintptr_t)p, bytesize);
 	return CUDA_SUCCESS;
 }
 
@@ -60,6 +61,7 @@ SI_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)p;
+	si__record_alloc((uintptr_t)p, bytesize);
 	// cppcheck-suppress memleak ; res is owned by the allocation record (a->resident)
 	return CUDA_SUCCESS;
 }

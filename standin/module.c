@@ -272,7 +272,11 @@ static CUresult launch(CUfunction fn, CUstream h, int ptsz, void **params, void 
 		return si__capture(si, &(si_cap_t){.kind = SI_CAP_KERNEL, .f = f}, params);
 	si_submit_t s = {
 	    .kind = SI_K_KERNEL, .stream = si, .dur_ns = si__launch_cost(f, params), .name = f->name};
-	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	if (!si_submit(&s))
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	si__record_kernel(f, params, si, f->dur_ns, (const unsigned[3]){gx, gy, gz}, (const unsigned[3]){bx, by, bz},
+			  0);
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,

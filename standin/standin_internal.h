@@ -184,4 +184,9 @@ int64_t si__launch_cost(struct CUfunc_st *f, void **params);
 CUresult si__copy_submit(void *dst, const void *src, size_t n, int si);
 CUresult si__memset_submit(uintptr_t d, unsigned v, size_t n, int width, int si);
 
+/* GPUMUX_STANDIN_RECORD (record.c): a device or managed allocation; a kernel as it runs. */
+void si__record_alloc(uintptr_t base, size_t size);
+void si__record_kernel(const struct CUfunc_st *f, void **params, int stream, int64_t dur_ns, const unsigned grid[3],
+		       const unsigned block[3], unsigned shmem);
+
 #endif

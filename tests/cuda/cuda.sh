@@ -7,7 +7,9 @@
 #                PROGRAM2 (roundtrip, low priority, saturating) under gpumuxd (fikit): while a
 #                high-priority kernel waits, at most 2 x inflight low-priority kernels start
 #                (read from the stand-in's execution log, as tests/e2e's e2e_hp_lp)
-#   oversubscribe PROGRAM (oversub) under `gpumux run --oversubscribe` on a 64 MB device
+#   oversubscribe PROGRAM (oversub): two runs recorded by the stand-in (GPUMUX_STANDIN_RECORD),
+#                templates learned from them by `gpumux profile templates`, then the program under
+#                `gpumux run --oversubscribe --templates` on a 64 MB device
 #   alone118     PROGRAM (rt118, a cudart 11.8 program) with FATBIN on the stand-in; PROGRAM2 is
 #                the directory holding NVIDIA's libcudart.so.11.0 (tests/realdriver's fixture)
 #   v122         rt118 on the stand-in playing a CUDA 12.2 driver (GPUMUX_STANDIN_DRIVER_VERSION
@@ -97,12 +99,27 @@ hp_lp)
     check_hp_lp $INFL
     ;;
 oversubscribe)
-    export GPUMUX_STANDIN_MEM_MB=64
+    # Templates learned by `gpumux profile templates` from two recorded runs of the same program
+    # at two sizes (GPUMUX_STANDIN_RECORD), then the program at 150 % of a 64 MB device under
+    # `gpumux run --oversubscribe --templates`.
+    for mb in 32 48; do
+        GPUMUX_STANDIN_RECORD=$R/rec$mb.gmxw LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" $mb >"$R/rec$mb.out" 2>&1
+        ok_of "$R/rec$mb.out"
+        [ -s "$R/rec$mb.gmxw" ] || fail "no recording written by the stand-in"
+    done
+    "$G" profile templates "$R/rec32.gmxw" "$R/rec48.gmxw" -o "$R/t.gmxtpl" >"$R/learn.out" 2>&1 ||
+        fail "gpumux profile templates: $(tail -1 "$R/learn.out")"
+    cat "$R/learn.out"
+    "$G" profile show "$R/t.gmxtpl" | grep -q 'T2 .*_Z4fillPiim' ||
+        fail "no T2 template learned for fill: $("$G" profile show "$R/t.gmxtpl")"
     start_daemon "device_memory_mb = 64"
-    LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --oversubscribe --priority 3 --name big -- "$P" 64 \
-        >"$R/p.out" 2>&1
+    GPUMUX_SHIM_LOG=$R/big.shim LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --oversubscribe --templates "$R/t.gmxtpl" \
+        --priority 3 --name big -- "$P" 64 >"$R/p.out" 2>&1
     cat "$R/p.out"; ok_of "$R/p.out"
     grep -q "name 'big'" "$R/daemon.log" || fail "gpumuxd never saw the program"
+    grep -q "templates: 1 kernels" "$R/big.shim" || fail "the interposer did not load the learned templates"
+    "$G" status --json >"$R/status.json" 2>/dev/null
+    echo "templates loaded by the interposer: $(grep -m1 'templates:' "$R/big.shim" | cut -d' ' -f2-)"
     ;;
 alone118)
     [ -e "$P2/libcudart.so.11.0" ] || { echo "SKIPPED: no libcudart.so.11.0 in $P2 (tests/realdriver's fixture could not be fetched)"; exit 77; }
