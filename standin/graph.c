@@ -139,7 +139,10 @@ static CUresult replay(const node_t *n, int si)
 				 .stream = si,
 				 .dur_ns = si__launch_cost(c->f, n->pbuf ? params : NULL),
 				 .name = c->f->name};
-		return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+		if (!si_submit(&s))
+			return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+		si__record_kernel(c->f, n->pbuf ? params : NULL, si, c->f->dur_ns, c->grid, c->block, 0);
+		return CUDA_SUCCESS;
 	}
 	case SI_CAP_COPY:
 		return si__copy_submit(c->dst, c->src, c->n, si);

@@ -269,7 +269,8 @@ static CUresult launch(CUfunction fn, CUstream h, int ptsz, void **params, void 
 	if (r != CUDA_SUCCESS)
 		return r;
 	if (si__capturing(si))
-		return si__capture(si, &(si_cap_t){.kind = SI_CAP_KERNEL, .f = f}, params);
+		return si__capture(
+		    si, &(si_cap_t){.kind = SI_CAP_KERNEL, .f = f, .grid = {gx, gy, gz}, .block = {bx, by, bz}}, params);
 	si_submit_t s = {
 	    .kind = SI_K_KERNEL, .stream = si, .dur_ns = si__launch_cost(f, params), .name = f->name};
 	if (!si_submit(&s))

@@ -159,6 +159,7 @@ enum { SI_CAP_KERNEL = 1, SI_CAP_COPY, SI_CAP_MEMSET, SI_CAP_HOSTFN, SI_CAP_RECO
 typedef struct {
 	int kind;
 	struct CUfunc_st *f; /* kernel */
+	unsigned grid[3], block[3];
 	void *dst;	     /* copy, memset */
 	const void *src;     /* copy */
 	size_t n;	     /* copy: bytes; memset: elements */

@@ -102,22 +102,30 @@ oversubscribe)
     # Templates learned by `gpumux profile templates` from two recorded runs of the same program
     # at two sizes (GPUMUX_STANDIN_RECORD), then the program at 150 % of a 64 MB device under
     # `gpumux run --oversubscribe --templates`.
-    for mb in 32 48; do
-        GPUMUX_STANDIN_RECORD=$R/rec$mb.gmxw LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" $mb >"$R/rec$mb.out" 2>&1
+    # oversub takes the device size it fills 150 % of: recorded at two sizes, its extents are
+    # learned as linear in its size argument (T2); the other programs are recorded once (T1).
+    case $(basename "$P") in oversub*) sizes="32 48" run_arg=64;; *) sizes="-" run_arg=;; esac
+    recs=()
+    for mb in $sizes; do
+        arg=$mb; [ "$mb" = - ] && arg=
+        GPUMUX_STANDIN_RECORD=$R/rec$mb.gmxw LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" $arg >"$R/rec$mb.out" 2>&1
         ok_of "$R/rec$mb.out"
         [ -s "$R/rec$mb.gmxw" ] || fail "no recording written by the stand-in"
+        recs+=("$R/rec$mb.gmxw")
     done
-    "$G" profile templates "$R/rec32.gmxw" "$R/rec48.gmxw" -o "$R/t.gmxtpl" >"$R/learn.out" 2>&1 ||
+    "$G" profile templates "${recs[@]}" -o "$R/t.gmxtpl" >"$R/learn.out" 2>&1 ||
         fail "gpumux profile templates: $(tail -1 "$R/learn.out")"
     cat "$R/learn.out"
-    "$G" profile show "$R/t.gmxtpl" | grep -q 'T2 .*_Z4fillPiim' ||
-        fail "no T2 template learned for fill: $("$G" profile show "$R/t.gmxtpl")"
+    case $(basename "$P") in oversub*)
+        "$G" profile show "$R/t.gmxtpl" | grep -q 'T2 .*_Z4fillPiim' ||
+            fail "no T2 template learned for fill: $("$G" profile show "$R/t.gmxtpl")";;
+    esac
     start_daemon "device_memory_mb = 64"
     GPUMUX_SHIM_LOG=$R/big.shim LD_LIBRARY_PATH=$CUDA_LIB timeout 120 "$G" run --oversubscribe --templates "$R/t.gmxtpl" \
-        --priority 3 --name big -- "$P" 64 >"$R/p.out" 2>&1
+        --priority 3 --name big -- "$P" $run_arg >"$R/p.out" 2>&1
     cat "$R/p.out"; ok_of "$R/p.out"
     grep -q "name 'big'" "$R/daemon.log" || fail "gpumuxd never saw the program"
-    grep -q "templates: 1 kernels" "$R/big.shim" || fail "the interposer did not load the learned templates"
+    grep -q "templates: [1-9][0-9]* kernels" "$R/big.shim" || fail "the interposer did not load the learned templates"
     "$G" status --json >"$R/status.json" 2>/dev/null
     echo "templates loaded by the interposer: $(grep -m1 'templates:' "$R/big.shim" | cut -d' ' -f2-)"
     ;;
