@@ -40,6 +40,12 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
 
+void gmxd__owe(client_t *c, int64_t now)
+{
+	if (c->inflight == 0 && c->evicts == 0)
+		c->last_progress = now;
+}
+
 void gmxd__cut(client_t *c, const char *why)
 {
 	if (c->cut || c->dead)
@@ -115,8 +121,8 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	int64_t now = gmxd__now_ns();
 	d->state = D_GRANTED;
 	c->queued--;
-	if (c->inflight++ == 0)
-		c->last_progress = now;
+	gmxd__owe(c, now);
+	c->inflight++;
 	c->grants++;
 	SRV.total_grants++;
 	c->last_grant_ns = now;

@@ -216,6 +216,10 @@ void gmxd__dev_set_timer(void *ctx, int64_t at);
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
 
+/* c is about to owe a completion or an eviction's acknowledgement: when it owed nothing, its
+ * liveness clock (unresponsive_ms) starts now, not at its last progress, however old. */
+void gmxd__owe(client_t *c, int64_t now);
+
 /* Marks c to be cut off (closed at the top of the loop) for `why`. */
 void gmxd__cut(client_t *c, const char *why);
 
