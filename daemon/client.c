@@ -272,14 +272,14 @@ void gmxd__drop_client(client_t *c, const char *why)
 	gmxd__run_deferred();
 	SRV.in_policy = 0;
 	gmxd__flush_actions();
-	/* A task's profile is saved when the last client of its name leaves (and at shutdown),
-	 * so a daemon that is killed later loses nothing that task taught it. */
+	/* A task's profile is saved when the last client of its name leaves (at most every
+	 * GMXD_SAVE_INTERVAL_NS; and at shutdown), so a daemon that is killed later loses at most
+	 * that much of what that task taught it. */
 	int same_name = 0;
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
 		same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
-	for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
-		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
-			gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
+	if (!same_name)
+		gmxd__store_left(name, gmxd__now_ns());
 	maybe_free_slot(c);
 }
 

@@ -389,6 +389,58 @@ static void test_fresh_eviction_not_cut(void **state)
 	gmxd__fini();
 }
 
+static int count_events(const char *prefix)
+{
+	int n = 0;
+	for (int i = 0; i < n_ev; i++)
+		n += strncmp(events[i], prefix, strlen(prefix)) == 0;
+	return n;
+}
+
+/* Clients of one name coming and going make the store write (and flush) that name's profile
+ * at most every GMXD_SAVE_INTERVAL_NS: the first departure saves at once, later ones leave the
+ * profile dirty for the tick after the interval, and shutdown saves what is still dirty. */
+static void test_store_saves_rate_limited(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gmx-test-store.XXXXXX", path[64], file[128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/profiles", dir);
+	snprintf(file, sizeof file, "%s/t.gmxprof", path);
+	gmxd_config_default(&cfg);
+	snprintf(cfg.profile_dir, sizeof cfg.profile_dir, "%s", path);
+	snprintf(cfg.policy, sizeof cfg.policy, "fikit");
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	n_ev = 0;
+	for (int i = 0; i < 50; i++) {
+		tconn_t c;
+		assert_int_equal(hello(&c, 0, "t", 0), 'W');
+		gmx_kprof_t *p = SRV.prof_ptr[task_of(&c)];
+		assert_non_null(p);
+		assert_int_equal(gmx_kprof_observe(p, 1 + (uint64_t)i, 0, 100000, 5000, "k"), 0);
+		bye(&c);
+		now_ns += 1000000; /* 1 ms */
+		gmxd__tick(now_ns);
+	}
+	if (count_events("rename ") != 1)
+		fail_msg("%d saves for 50 departures within 50 ms", count_events("rename "));
+	now_ns += GMXD_SAVE_INTERVAL_NS;
+	gmxd__tick(now_ns);
+	assert_int_equal(count_events("rename "), 2); /* the interval passed: what was learned since */
+	gmxd__tick(now_ns + 1);
+	assert_int_equal(count_events("rename "), 2); /* nothing new */
+	tconn_t c;
+	assert_int_equal(hello(&c, 0, "t", 0), 'W');
+	assert_int_equal(gmx_kprof_observe(SRV.prof_ptr[task_of(&c)], 99, 0, 100000, 5000, "k"), 0);
+	bye(&c);
+	assert_int_equal(count_events("rename "), 2);
+	gmxd__fini(); /* shutdown saves it */
+	assert_int_equal(count_events("rename "), 3);
+	unlink(file);
+	rmdir(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -399,6 +451,7 @@ int main(void)
 	    cmocka_unit_test(test_profile_entries_reused),
 	    cmocka_unit_test(test_store_save_durable_and_private),
 	    cmocka_unit_test(test_fresh_eviction_not_cut),
+	    cmocka_unit_test(test_store_saves_rate_limited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
