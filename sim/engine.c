@@ -810,13 +810,13 @@ static int span_cmp(const void *a, const void *b)
 	return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-/* Bytes of the distinct 2 MB chunks kernel op touches (what it needs resident at
- * once); 0 when it cannot be counted (no memory for the scratch list). */
-static uint64_t kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op)
+/* Sets *bytes to the bytes of the distinct 2 MB chunks kernel op touches (what it
+ * needs resident at once). 0 or -ENOMEM. */
+static int kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op, uint64_t *bytes)
 {
 	struct span *s = calloc(op->region_count ? op->region_count : 1, sizeof(*s));
 	if (!s)
-		return 0;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < op->region_count; i++) {
 		const gmx_region_t *r = &w->regions[op->region_first + i];
 		s[i] = (struct span){r->buffer, r->offset >> 21, (r->offset + (r->length ? r->length : 1) - 1) >> 21};
@@ -831,12 +831,14 @@ static uint64_t kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op)
 		chunks += hi - lo + 1;
 	}
 	free(s);
-	return chunks << 21;
+	*bytes = chunks << 21;
+	return 0;
 }
 
 /* The one rule for a kernel that needs more memory than the device holds: every
  * memory mode but inmem refuses the scenario before it runs (none can model a
- * kernel that evicts its own pages). 0, or -E2BIG with the task and kernel named. */
+ * kernel that evicts its own pages). 0, -E2BIG with the task and kernel named,
+ * or -ENOMEM. */
 static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_len)
 {
 	if (cfg->mem == GMX_MEM_INMEM)
@@ -847,7 +849,11 @@ static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_
 			const gmx_op_t *op = &w->ops[i];
 			if (op->kind != GMX_OP_KERNEL || !op->region_count)
 				continue;
-			uint64_t need = kernel_chunk_bytes(w, op);
+			uint64_t need = 0;
+			if (kernel_chunk_bytes(w, op, &need)) {
+				snprintf(err, err_len, "out of memory checking the kernels' sizes");
+				return -ENOMEM;
+			}
 			if (need <= cfg->capacity_bytes)
 				continue;
 			snprintf(err, err_len,
