@@ -2,13 +2,9 @@
  * traces/reef/<model>/<model>.json) and its kernel profile
  * (<model>.profile.json). The graph names, for every kernel, the storage
  * entries it reads and writes: the only public ground truth of which buffers
- * each kernel of a real DNN touches. TVM's graph executor allocates each
- * storage entry with its own cudaMalloc, and the driver packs small ones
- * together (gmx_devalloc_chunks' rule): entries of up to 1 MiB share 2 MiB
- * blocks (one buffer per block, each entry a 512 B-aligned range of it),
- * larger ones are buffers of their own. Each kernel touches the whole entries
- * of its arguments (T1) and receives pointers to them, with the graph's
- * launch dimensions.
+ * each kernel of a real DNN touches. Each storage entry becomes a buffer;
+ * each kernel touches the whole buffers of its arguments (T1) and receives
+ * pointers to them, with the graph's launch dimensions.
  *
  * Durations: the profile's per-kernel latencies (AMD MI50, batch 1) are used
  * relative to each other and rescaled so that the request totals the model
@@ -29,7 +25,6 @@
 #include <string.h>
 
 #include "gen_internal.h"
-#include "gpumux/devalloc.h"
 
 /* MI50 -> RTX 5080 time ratio for batch-1 inference: the geometric mean of the
  * FP32 ratio (MI50 13.41 TFLOPS, AMD specifications / RTX 5080 56.28 TFLOPS)
@@ -86,48 +81,6 @@ static int is_param(const char *name)
 	return len > 7 && !strcmp(name + len - 7, "_weight");
 }
 
-/* Where a storage entry lives: a buffer and an offset in it. */
-struct loc {
-	uint32_t buf;
-	uint64_t off, size;
-};
-
-/* Places entries of sizes[] as the driver packs separate cudaMallocs: up to
- * 1 MiB (rounded to 512 B) they fill 2 MiB blocks in order, larger ones stand
- * alone. With g, creates the buffers and fills loc[]; returns the footprint
- * (the buffers' bytes, as gmx_workload_footprint counts them). */
-static uint64_t pack_entries(struct gen_ctx *g, const uint64_t *sizes, size_t n, struct loc *loc)
-{
-	uint64_t total = 0, fill = GMX_DEVALLOC_SMALL_SEG;
-	uint32_t block = UINT32_MAX, blocks = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t r = (sizes[i] + GMX_DEVALLOC_ROUND - 1) / GMX_DEVALLOC_ROUND * GMX_DEVALLOC_ROUND;
-		if (r > GMX_DEVALLOC_SMALL) {
-			total += sizes[i]; /* as gmx_workload_footprint counts a buffer */
-			if (g) {
-				char name[32];
-				snprintf(name, sizeof(name), "storage_%zu", i);
-				loc[i] = (struct loc){gen_buffer(g, sizes[i], name), 0, sizes[i]};
-			}
-			continue;
-		}
-		if (fill + r > GMX_DEVALLOC_SMALL_SEG) {
-			total += GMX_DEVALLOC_SMALL_SEG;
-			fill = 0;
-			if (g) {
-				char name[32];
-				snprintf(name, sizeof(name), "small_block_%u", blocks);
-				block = gen_buffer(g, GMX_DEVALLOC_SMALL_SEG, name);
-			}
-			blocks++;
-		}
-		if (g)
-			loc[i] = (struct loc){block, fill, sizes[i]};
-		fill += r;
-	}
-	return total;
-}
-
 static char *resolve(const char *base_dir, const char *path)
 {
 	size_t need = strlen(path) + (base_dir ? strlen(base_dir) : 0) + 2;
@@ -173,8 +126,7 @@ static int reef_build(struct gen_ctx *g)
 	char *gpath = resolve(g->base_dir, gen_s(g, "graph")), *ppath = NULL;
 	json_t *graph = NULL, *prof = NULL;
 	double *lat = NULL, *flops = NULL;
-	uint64_t *act_bytes = NULL, *par_bytes = NULL, *sizes = NULL;
-	struct loc *loc = NULL;
+	uint64_t *act_bytes = NULL, *par_bytes = NULL;
 	int rc = 0;
 	if (!gpath)
 		return -ENOMEM;
@@ -211,12 +163,6 @@ static int reef_build(struct gen_ctx *g)
 		goto out;
 	}
 	size_t ns = json_array_size(storage), nk = json_array_size(kernels);
-	sizes = calloc(ns, sizeof(*sizes));
-	loc = calloc(ns, sizeof(*loc));
-	if (!sizes || !loc) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	if (gen_given(g, "footprint")) {
 		if (gen_given(g, "batch")) {
 			rc = gen_fail(g, "give batch= or footprint=, not both");
@@ -241,18 +187,6 @@ static int reef_build(struct gen_ctx *g)
 			goto out;
 		}
 		batch = (want - fixed) / per_sample;
-		/* packing rounds: step down to the largest batch whose packed footprint fits */
-		for (; batch > 1; batch--) {
-			for (size_t i = 0; i < ns; i++) {
-				json_t *s = json_array_get(storage, i);
-				const char *sn = json_string_value(json_object_get(s, "name"));
-				sizes[i] = (uint64_t)json_integer_value(json_object_get(s, "size")) *
-					   stype_bytes(json_string_value(json_object_get(s, "stype"))) *
-					   (sn && is_param(sn) ? 1 : batch);
-			}
-			if (pack_entries(NULL, sizes, ns, NULL) <= want)
-				break;
-		}
 		if (batch > 65536) {
 			rc = gen_fail(g, "footprint=%llu needs batch %llu, above the limit of 65536",
 				      (unsigned long long)want, (unsigned long long)batch);
@@ -292,13 +226,17 @@ static int reef_build(struct gen_ctx *g)
 			rc = gen_fail(g, "%s: storage[%zu] is too large at batch %llu", gpath, i, (unsigned long long)batch);
 			goto out;
 		}
-		sizes[i] = elems * eb * scale;
+		char bname[96];
+		snprintf(bname, sizeof(bname), "%.64s_%zu", sn, i);
+		for (char *c = bname; *c; c++)
+			if (*c == ' ' || *c == '\t' || *c == '#')
+				*c = '_';
+		uint32_t b = gen_buffer(g, elems * eb * scale, bname);
 		if ((!strcmp(sn, "data") || !strcmp(sn, "input0")) && input == UINT32_MAX)
-			input = (uint32_t)i;
+			input = b;
 		if (!strcmp(sn, "output"))
-			output = (uint32_t)i;
+			output = b;
 	}
-	pack_entries(g, sizes, ns, loc);
 	if (g->rc) {
 		rc = g->rc;
 		goto out;
@@ -314,7 +252,7 @@ static int reef_build(struct gen_ctx *g)
 	}
 	double lat_sum = 0;
 	if (input != UINT32_MAX)
-		gen_copy(g, GMX_OP_COPY_H2D, loc[input].buf, loc[input].size, think);
+		gen_copy(g, GMX_OP_COPY_H2D, input, w->buffers[input].size, think);
 	for (size_t k = 0; k < nk; k++) {
 		json_t *kj = json_array_get(kernels, k);
 		json_t *name = json_object_get(kj, "name"), *lp = json_object_get(kj, "launch_params"),
@@ -353,16 +291,16 @@ static int reef_build(struct gen_ctx *g)
 				goto out;
 			}
 			uint32_t b = (uint32_t)json_integer_value(v);
-			gen_arg_ptr(g, loc[b].buf, loc[b].off);
-			gen_touch(g, loc[b].buf, loc[b].off, loc[b].size);
+			gen_arg_ptr(g, b, 0);
+			gen_touch(g, b, 0, w->buffers[b].size);
 			const char *sn = json_string_value(json_object_get(json_array_get(storage, b), "name"));
 			uint64_t elems = (uint64_t)json_integer_value(json_object_get(json_array_get(storage, b), "size"));
 			if (is_param(sn)) {
-				par_bytes[k] += loc[b].size;
+				par_bytes[k] += w->buffers[b].size;
 				pmin = elems < pmin ? elems : pmin;
 				pmax = elems > pmax ? elems : pmax;
 			} else {
-				act_bytes[k] += loc[b].size / batch;
+				act_bytes[k] += w->buffers[b].size / batch;
 			}
 			if (a + 1 == json_array_size(args))
 				out_elems = elems * (is_param(sn) ? 1 : batch); /* TVM passes the output last */
@@ -375,7 +313,7 @@ static int reef_build(struct gen_ctx *g)
 		}
 	}
 	if (output != UINT32_MAX)
-		gen_copy(g, GMX_OP_COPY_D2H, loc[output].buf, loc[output].size, 0);
+		gen_copy(g, GMX_OP_COPY_D2H, output, w->buffers[output].size, 0);
 	gen_sync(g, 0);
 	if (g->rc) {
 		rc = g->rc;
@@ -403,8 +341,6 @@ static int reef_build(struct gen_ctx *g)
 		k++;
 	}
 out:
-	free(sizes);
-	free(loc);
 	free(lat);
 	free(act_bytes);
 	free(par_bytes);
