@@ -119,8 +119,8 @@ static int compare(gmx_scenario_t *sc, int json)
 		free(r);
 		return gmx_report_print(stdout, root) ? 1 : 0;
 	}
-	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n",
-	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
+	printf("%s on %s: %u tasks, %.2f GiB of memory on %.2f GiB; timeslice %.1f ms, msched slice %.0f ms\n",
+	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / GMX_GIB, sc->capacity_bytes / GMX_GIB,
 	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
 	if (sc->warmup_ns > 0)
 		printf("measured over %.1f simulated s after a %.1f s warm-up\n", sc->duration_ns / 1e9,
@@ -147,10 +147,10 @@ static int compare(gmx_scenario_t *sc, int json)
 	       "schedule; msched: proactive migration at each switch of its %.0f ms slices (gpumux bench msched\n"
 	       "holds it to the ideal of its own slice).\n",
 	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
-	printf("memory traffic in / out: um %.1f / %.1f GB (%llu fault batches), ideal %.1f / %.1f GB, msched %.1f / "
-	       "%.1f GB\n",
-	       r[1].h2d_bytes / 1e9, r[1].d2h_bytes / 1e9, (unsigned long long)r[1].faults, r[2].h2d_bytes / 1e9,
-	       r[2].d2h_bytes / 1e9, r[3].h2d_bytes / 1e9, r[3].d2h_bytes / 1e9);
+	printf("memory traffic in / out: um %.1f / %.1f GiB (%llu fault batches), ideal %.1f / %.1f GiB, msched %.1f / "
+	       "%.1f GiB\n",
+	       r[1].h2d_bytes / GMX_GIB, r[1].d2h_bytes / GMX_GIB, (unsigned long long)r[1].faults,
+	       r[2].h2d_bytes / GMX_GIB, r[2].d2h_bytes / GMX_GIB, r[3].h2d_bytes / GMX_GIB, r[3].d2h_bytes / GMX_GIB);
 	free(r);
 	return 0;
 }

@@ -802,6 +802,77 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	return rc;
 }
 
+struct span {
+	uint32_t buffer;
+	uint64_t lo, hi; /* chunk range within the buffer, inclusive */
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	if (x->buffer != y->buffer)
+		return x->buffer < y->buffer ? -1 : 1;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sets *bytes to the bytes of the distinct 2 MB chunks kernel op touches (what it
+ * needs resident at once). 0 or -ENOMEM. */
+static int kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op, uint64_t *bytes)
+{
+	struct span *s = calloc(op->region_count ? op->region_count : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < op->region_count; i++) {
+		const gmx_region_t *r = &w->regions[op->region_first + i];
+		s[i] = (struct span){r->buffer, r->offset >> 21, (r->offset + (r->length ? r->length : 1) - 1) >> 21};
+	}
+	qsort(s, op->region_count, sizeof(*s), span_cmp);
+	uint64_t chunks = 0;
+	for (uint32_t i = 0; i < op->region_count;) {
+		uint32_t b = s[i].buffer;
+		uint64_t lo = s[i].lo, hi = s[i].hi;
+		for (i++; i < op->region_count && s[i].buffer == b && s[i].lo <= hi + 1; i++)
+			hi = s[i].hi > hi ? s[i].hi : hi;
+		chunks += hi - lo + 1;
+	}
+	free(s);
+	*bytes = chunks << 21;
+	return 0;
+}
+
+/* The one rule for a kernel that needs more memory than the device holds: every
+ * memory mode but inmem refuses the scenario before it runs (none can model a
+ * kernel that evicts its own pages). 0, -E2BIG with the task and kernel named,
+ * or -ENOMEM. */
+static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_len)
+{
+	if (cfg->mem == GMX_MEM_INMEM)
+		return 0;
+	for (uint32_t t = 0; t < cfg->n_tasks; t++) {
+		const gmx_workload_t *w = cfg->tasks[t].workload;
+		for (uint32_t i = 0; i < w->n_ops; i++) {
+			const gmx_op_t *op = &w->ops[i];
+			if (op->kind != GMX_OP_KERNEL || !op->region_count)
+				continue;
+			uint64_t need = 0;
+			if (kernel_chunk_bytes(w, op, &need)) {
+				snprintf(err, err_len, "out of memory checking the kernels' sizes");
+				return -ENOMEM;
+			}
+			if (need <= cfg->capacity_bytes)
+				continue;
+			snprintf(err, err_len,
+				 "task %s: kernel %s (op %u) touches %.2f GiB (in 2 MiB chunks), more than the %.2f GiB "
+				 "of device memory: --mem %s cannot run it (only inmem can; give the device more memory "
+				 "or the task a smaller size)",
+				 cfg->tasks[t].name ? cfg->tasks[t].name : "?", w->names[op->name], i, need / GMX_GIB,
+				 cfg->capacity_bytes / GMX_GIB, gmx_mem_mode_name(cfg->mem));
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
 int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
 {
 	memset(res, 0, sizeof(*res));
@@ -815,10 +886,13 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 		return -EINVAL;
 	}
 	if (footprint > cfg->device->host_bytes) {
-		snprintf(err, err_len, "the tasks' memory (%.1f GB) exceeds the host memory of %s (%.1f GB)",
-			 footprint / 1e9, cfg->device->name, cfg->device->host_bytes / 1e9);
+		snprintf(err, err_len, "the tasks' memory (%.1f GiB) exceeds the host memory of %s (%.1f GiB)",
+			 footprint / GMX_GIB, cfg->device->name, cfg->device->host_bytes / GMX_GIB);
 		return -E2BIG;
 	}
+	int rc = check_kernels_fit(cfg, err, err_len);
+	if (rc)
+		return rc;
 	if (strcmp(cfg->policy->name, "exclusive") != 0)
 		return run_one(cfg, res, err, err_len);
 	/* Each task alone, one after another: one run per task, times added up. */
@@ -829,7 +903,7 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 		one.n_tasks = 1;
 		gmx_sim_result_t r;
 		memset(&r, 0, sizeof(r));
-		int rc = run_one(&one, &r, err, err_len);
+		rc = run_one(&one, &r, err, err_len);
 		if (rc)
 			return rc;
 		res->tasks[i] = r.tasks[0];

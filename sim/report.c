@@ -134,10 +134,10 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 		fprintf(out, "  %-16s %4d %9llu %12.3f %10s %10s %10s\n", t->name, t->priority,
 			(unsigned long long)t->units, t->throughput_per_s, a, b, c);
 	}
-	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9,
-		r->capacity_bytes / 1e9);
+	fprintf(out, "  memory: footprint %.2f GiB on %.2f GiB", r->footprint_bytes / GMX_GIB,
+		r->capacity_bytes / GMX_GIB);
 	if (strcmp(info->mem, "inmem") != 0)
-		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
+		fprintf(out, "; moved in %.2f GiB, out %.2f GiB", r->h2d_bytes / GMX_GIB, r->d2h_bytes / GMX_GIB);
 	if (r->msched.valid)
 		fprintf(out, "; prediction FN %.3f%% FP %.3f%%; %llu switches", r->msched.false_negative_pct,
 			r->msched.false_positive_pct, (unsigned long long)r->msched.switches);

@@ -155,7 +155,7 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 	}
 	if (!strcmp(name, "capacity_gb")) {
 		if (parse_double(value, 0.002, 1e6, &st->capacity_gb))
-			return bad(st, "capacity_gb '%s' is not a positive number of GB%s", value, "");
+			return bad(st, "capacity_gb '%s' is not a positive number of GiB%s", value, "");
 		return 1;
 	}
 	if (!strcmp(name, "description"))
@@ -610,7 +610,7 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 			sc->params.inflight_max = (uint32_t)st.inflight;
 		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
 		sc->warmup_ns = (int64_t)llround(st.warmup_s * 1e9);
-		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1e9)
+		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1073741824.0) /* GiB */
 							: sc->device->hbm_bytes - sc->device->reserved_bytes;
 		if ((!sc->sched && set_str(&sc->sched, "timeslice")) || (!sc->mem && set_str(&sc->mem, "inmem")) ||
 		    (!sc->name && set_str(&sc->name, path)) || set_str(&sc->path, path)) {

@@ -11,6 +11,10 @@
 #include "gpumux/workload.h"
 #include "preset.h"
 
+/* Units: memory sizes are reported in GiB (2^30 bytes), as nvidia-smi, the presets and
+ * capacity_gb count them; rates are GB/s (10^9 bytes per second), as link speeds are quoted. */
+#define GMX_GIB 1073741824.0
+
 typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
 	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */

@@ -10,7 +10,7 @@
 #include "gpumux/numparse.h"
 
 static const struct gen_kind *const kinds[] = {
-	&gen_llm_decode, &gen_vector_add, &gen_matmul, &gen_dwt2d, &gen_hotspot, &gen_cfd, &gen_nn, &gen_reef,
+	&gen_llm_decode, &gen_vector_add, &gen_matmul, &gen_dwt2d, &gen_hotspot, &gen_cfd, &gen_nn, &gen_reef, &gen_cnn,
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -1,5 +1,6 @@
 /* The engine: closed-loop timing, determinism, memory modes agreeing when
  * memory suffices, ideal between um and inmem, invariants, exclusive runs. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,34 @@ static void footprint_beyond_host_memory_is_refused(void **state)
 	gmx_workload_free(&a);
 }
 
+/* One rule for a kernel that needs more memory than the device holds: every
+ * memory mode but inmem refuses the scenario up front, naming the kernel. */
+static void kernel_larger_than_the_device_is_refused_by_every_mode(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	tu_sweep(&w, "big", 96ull << 20, 2, 96ull << 20, 100000, 5000); /* each kernel: all 96 MiB */
+	gmx_sim_task_t t = {.name = "big", .workload = &w};
+	char err[512];
+	for (int m = 0; m < GMX_MEM_MODE_COUNT; m++) {
+		gmx_sim_config_t c = base_config(&t, 1, m >= GMX_MEM_MSCHED ? "timeline" : "timeslice",
+						 (gmx_mem_mode_t)m, 64ull << 20);
+		c.duration_ns = 10000000LL;
+		gmx_sim_result_t *r = calloc(1, sizeof(*r));
+		assert_non_null(r);
+		int rc = gmx_sim_run(&c, r, err, sizeof(err));
+		if (m == GMX_MEM_INMEM) {
+			assert_int_equal(rc, 0);
+		} else {
+			assert_int_equal(rc, -E2BIG);
+			assert_non_null(strstr(err, "task big: kernel sweep (op 0) touches 0.09 GiB"));
+			assert_non_null(strstr(err, "only inmem can"));
+		}
+		free(r);
+	}
+	gmx_workload_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +322,7 @@ int main(void)
 	    cmocka_unit_test(timeslice_preempts_a_long_kernel),
 	    cmocka_unit_test(timeslice_preempts_kernels_stalled_on_faults),
 	    cmocka_unit_test(footprint_beyond_host_memory_is_refused),
+	    cmocka_unit_test(kernel_larger_than_the_device_is_refused_by_every_mode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
