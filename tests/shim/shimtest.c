@@ -7,6 +7,7 @@
  *   kill       a process killed while holding the engine lock or queued work wedges nobody
  *   fork       a forked child initialises and runs work of its own
  *   errors     bad handles and bad modules give the driver's error codes
+ *   legacy     the legacy default stream waits for blocking streams and they for it
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -429,6 +430,84 @@ static int t_fork(void)
 	return g_fail;
 }
 
+/* ---- legacy: the legacy default stream's ordering rules, both directions ---- */
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return (x > y) - (x < y);
+}
+
+/* The kernels of the stand-in's log in the order they started, joined by spaces. */
+static void kernel_order(const char *log, char *out, size_t len)
+{
+	char *s = slurp(log);
+	size_t n = 0, cap = 64;
+	long long(*k)[2] = malloc(cap * sizeof *k);
+	char names[64][32];
+	for (char *line = strtok(s, "\n"); line && n < 64; line = strtok(NULL, "\n")) {
+		long long start;
+		char name[32];
+		const char *kn = strstr(line, "kind=kernel name=");
+		if (!kn || sscanf(line, "start_ns=%lld", &start) != 1 || sscanf(kn, "kind=kernel name=%31s", name) != 1)
+			continue;
+		k[n][0] = start;
+		k[n][1] = (long long)n;
+		snprintf(names[n], sizeof names[n], "%s", name);
+		n++;
+	}
+	qsort(k, n, sizeof *k, cmp_ll);
+	out[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(out);
+		snprintf(out + l, len - l, "%s%s", i ? " " : "", names[k[i][1]]);
+	}
+	free(k);
+	free(s);
+}
+
+/* Under the hold policy, work queued while held is released in one pass when the hold ends,
+ * visiting the newest queue first: only the shim's rules keep the driver's legacy semantics.
+ * 1. a legacy-stream command queued after a blocking stream's waits for it;
+ * 2. a blocking stream's command queued after a legacy-stream one waits for it. */
+static int t_legacy(void)
+{
+	const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
+	const char *log = getenv("GPUMUX_STANDIN_LOG");
+	CHECK(hold && log);
+	if (!hold || !log)
+		return 1;
+	setup();
+	CUstream b, c;
+	CU(cuStreamCreate(&b, CU_STREAM_DEFAULT));
+	CU(cuStreamCreate(&c, CU_STREAM_DEFAULT));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	int n = 1;
+	void *fargs[] = {&d, &n};
+	/* 1: b's queue exists first, the legacy queue is newer (visited first on release). */
+	fclose(fopen(hold, "w"));
+	CU(launch_marker(b, 1));
+	CU(cuLaunchKernel(g_fast, 1, 1, 1, 32, 1, 1, 0, NULL, fargs, NULL));
+	unlink(hold);
+	CU(cuCtxSynchronize());
+	/* 2: c's queue is newer than the legacy queue (visited first on release). */
+	fclose(fopen(hold, "w"));
+	CU(launch_slow(NULL, d, d, 2));
+	CU(launch_marker(c, 3));
+	unlink(hold);
+	CU(cuCtxSynchronize());
+	char order[512];
+	kernel_order(log, order, sizeof order);
+	if (strcmp(order, "marker fast slow marker") != 0) {
+		fprintf(stderr, "kernels started in the order '%s', expected 'marker fast slow marker'\n", order);
+		g_fail = 1;
+	}
+	CU(cuMemFree(d));
+	CU(cuStreamDestroy(b));
+	CU(cuStreamDestroy(c));
+	return g_fail;
+}
 /* ---- errors: bad handles and modules ---- */
 
 static int t_errors(void)
@@ -477,7 +556,7 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors\n", argv[0]);
+		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors|legacy\n", argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -493,6 +572,7 @@ int main(int argc, char **argv)
 		 : !strcmp(t, "kill")	  ? t_kill()
 		 : !strcmp(t, "fork")	  ? t_fork()
 		 : !strcmp(t, "errors")	  ? t_errors()
+		 : !strcmp(t, "legacy")	  ? t_legacy()
 					  : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);
