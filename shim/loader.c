@@ -87,6 +87,30 @@ static int driver_version(char *out, size_t n)
 	return rc;
 }
 
+/* fork: every lock of the shim is taken in the one order its code nests them (queue, kernel
+ * info, daemon allocations, daemon session), so the child never inherits one held mid-update;
+ * the forking thread releases them again in both processes. */
+static void atfork_prepare(void)
+{
+	gmx_shim_queue_atfork_prepare();
+	gmx_shim_modinfo_atfork_prepare();
+	gmx_dl_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	gmx_dl_atfork_parent();
+	gmx_shim_modinfo_atfork_parent();
+	gmx_shim_queue_atfork_parent();
+}
+
+static void atfork_child(void)
+{
+	gmx_dl_atfork_child();
+	gmx_shim_modinfo_atfork_child();
+	gmx_shim_queue_atfork_child();
+}
+
 static void load_once(void)
 {
 	struct stat self_st, *self = NULL;
@@ -127,8 +151,7 @@ static void load_once(void)
 			gmx_shim_tbl[i] = dlsym(g_real, gmx_shim_sym_names[i]);
 	gmx_shim_policy = gmx_grant_from_env();
 	gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
-	pthread_atfork(gmx_shim_queue_atfork_prepare, gmx_shim_queue_atfork_parent,
-		       gmx_shim_queue_atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	__atomic_store_n(&gmx_shim_loaded, 1, __ATOMIC_RELEASE);
 }
 
