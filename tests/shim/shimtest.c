@@ -8,6 +8,7 @@
  *   fork       a forked child initialises and runs work of its own
  *   errors     bad handles and bad modules give the driver's error codes
  *   legacy     the legacy default stream waits for blocking streams and they for it
+ *   stall_*    a daemon socket that stalls the connection attempt delays no other thread
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -21,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -508,6 +511,94 @@ static int t_legacy(void)
 	CU(cuStreamDestroy(c));
 	return g_fail;
 }
+/* ---- stall: a daemon whose socket stalls the connection attempt delays no other thread ---- */
+
+typedef struct {
+	volatile int in_first_call, first_call_done, other_done, other_done_before_first;
+	CUstream s;
+} stall_t;
+
+/* Waits (up to 20 s) until the shim's log has a line containing what. */
+static int wait_log(const char *what)
+{
+	const char *slog = getenv("GPUMUX_SHIM_LOG");
+	for (int i = 0; slog && i < 4000; i++) {
+		char *s = slurp(slog);
+		int found = strstr(s, what) != NULL;
+		free(s);
+		if (found)
+			return 1;
+		usleep(5000);
+	}
+	return 0;
+}
+
+/* Another thread's launches and synchronisations, once the first caller is stalled. */
+static void *stall_other(void *arg)
+{
+	stall_t *st = arg;
+	CU(cuCtxSetCurrent(g_ctx));
+	while (!st->in_first_call)
+		usleep(1000);
+	CHECK(wait_log("daemon: connecting to"));
+	for (int i = 0; i < 5; i++) {
+		CU(launch_marker(st->s, 100 + i));
+		CU(cuStreamSynchronize(st->s));
+	}
+	st->other_done_before_first = !st->first_call_done;
+	st->other_done = 1;
+	return NULL;
+}
+
+/* $GPUMUX_RUNTIME_DIR/gpumuxd.sock accepts connections but never answers (silent), or has a
+ * full listen backlog so that connect itself blocks (backlog). The first queued command starts
+ * the connection attempt; while it is stalled, another thread's launches and synchronisations
+ * must complete (they used to wait behind the queue lock the attempt was made under). */
+static int t_stall(int backlog)
+{
+	const char *dir = getenv("GPUMUX_RUNTIME_DIR");
+	CHECK(dir != NULL);
+	if (!dir)
+		return 1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/gpumuxd.sock", dir);
+	unlink(sa.sun_path);
+	int l = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, backlog ? 0 : 16) != 0) {
+		perror("stall: listening socket");
+		return 1;
+	}
+	int filled = 0;
+	while (backlog && filled < 64) { /* fill the backlog: the next blocking connect waits */
+		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+		if (connect(c, (struct sockaddr *)&sa, sizeof sa) != 0) {
+			close(c);
+			break;
+		}
+		filled++;
+	}
+	CHECK(!backlog || (filled > 0 && filled < 64));
+	alarm(30); /* a stalled thread fails the test instead of hanging it */
+	setup();
+	stall_t st = {0};
+	CU(cuStreamCreate(&st.s, CU_STREAM_NON_BLOCKING));
+	pthread_t t;
+	pthread_create(&t, NULL, stall_other, &st);
+	st.in_first_call = 1;
+	CU(launch_marker(NULL, 1)); /* the first queued command: the connection attempt starts */
+	st.first_call_done = 1;
+	pthread_join(t, NULL);
+	CHECK(st.other_done);
+	if (!st.other_done_before_first) {
+		fprintf(stderr, "stall: the other thread's CUDA calls waited for the stalled connection attempt\n");
+		g_fail = 1;
+	}
+	CU(cuCtxSynchronize());
+	alarm(0);
+	unlink(sa.sun_path);
+	return g_fail;
+}
+
 /* ---- errors: bad handles and modules ---- */
 
 static int t_errors(void)
@@ -556,7 +647,7 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors|legacy\n", argv[0]);
+		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n", argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -573,6 +664,8 @@ int main(int argc, char **argv)
 		 : !strcmp(t, "fork")	  ? t_fork()
 		 : !strcmp(t, "errors")	  ? t_errors()
 		 : !strcmp(t, "legacy")	  ? t_legacy()
+		 : !strcmp(t, "stall_backlog") ? t_stall(1)
+		 : !strcmp(t, "stall_silent")  ? t_stall(0)
 					  : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);
