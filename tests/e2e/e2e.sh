@@ -465,6 +465,62 @@ store)
     "$G" profile show "$R/store/profiles/serve.gmxprof" >/dev/null || fail "the saved profile does not read back"
     echo "store: $(stat -c '%a %n' "$R/store/profiles" "$R/store/profiles"/*)"
     ;;
+replay)
+    # More managed allocations than the up ring holds (3000 > 1024 entries), told to the
+    # daemon when the client connects and again after the daemon was killed and restarted: the
+    # daemon's view equals the client's (every byte), and freeing them all afterwards does not
+    # get the client cut off.
+    N=3000
+    want=$((N * 65536))
+    alloc_of() { "$G" status --json 2>/dev/null | jq -r '[.clients[] | select(.name == "rp") | .allocated_bytes] | first // -1'; }
+    wait_alloc() { for _ in $(seq 200); do [ "$(alloc_of)" = "$1" ] && return 0; sleep 0.05; done; return 1; }
+    start_daemon
+    rm -f "$R/go" "$R/end"
+    client rp 5 --oversubscribe -- --kernels r:100 --count 4 --allocs $N --start-when "$R/go" --end-when "$R/end"
+    for _ in $(seq 400); do grep -q '^ready$' "$R/rp.out" 2>/dev/null && break; sleep 0.05; done
+    wait_alloc $want || fail "first session: the daemon holds $(alloc_of) bytes of rp's $want"
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    for _ in $(seq 100); do grep -q "daemon: disconnected" "$R/rp.shim" && break; sleep 0.02; done
+    start_daemon
+    wait_alloc $want || fail "after the restart: the daemon holds $(alloc_of) bytes of rp's $want"
+    touch "$R/go"
+    for _ in $(seq 400); do grep -q '^waiting$' "$R/rp.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^freed $N$" "$R/rp.out" || fail "rp did not free its allocations"
+    wait_alloc 0 || fail "after freeing them all: the daemon holds $(alloc_of) bytes of rp's (expected 0)"
+    touch "$R/end"
+    wait $PID_rp
+    check_order rp
+    ! grep -q "rp): cut off" "$R/daemon.log" || fail "rp was cut off: $(grep "rp): cut off" "$R/daemon.log" | head -1)"
+    n=$(grep -c "daemon: connected as client" "$R/rp.shim")
+    [ "$n" -eq 2 ] || fail "rp connected $n times (expected 2: before and after the restart)"
+    echo "rp: $N allocations replayed twice ($(grep "connected as client" "$R/rp.shim" | sed 's/.*(//;s/)$//' | tr '\n' ' ')), all freed, never cut off"
+    ;;
+fork)
+    # A client forks once connected, under the daemon policy: the child starts with no
+    # connection and no allocations, registers as a client of its own holding only the 1 MB it
+    # allocated itself (not the parent's 16 MB), and both run their kernels in order.
+    start_daemon
+    rm -f "$R/go" "$R/end"
+    client fk 5 --oversubscribe -- --kernels f:200 --count 20 --sync-every 4 --alloc-mb 16 \
+        --fork "$R/fkc.out" --start-when "$R/go" --end-when "$R/end"
+    go fk
+    for f in fk fkc; do
+        for _ in $(seq 400); do grep -q '^waiting$' "$R/$f.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^waiting$' "$R/$f.out" 2>/dev/null || fail "$f did not finish its kernels"
+    done
+    "$G" status --json >"$R/status.json"
+    P=$(pid_of fk) C=$(pid_of fkc)
+    bytes_of() { jq --argjson p "$1" '[.clients[] | select(.pid == $p) | .allocated_bytes] | first // -1' "$R/status.json"; }
+    [ "$(bytes_of "$P")" = $((16 << 20)) ] || fail "the parent holds $(bytes_of "$P") bytes in the daemon (16 MB expected)"
+    [ "$(bytes_of "$C")" = $((1 << 20)) ] ||
+        fail "the child holds $(bytes_of "$C") bytes in the daemon (its own 1 MB expected, not the parent's)"
+    touch "$R/end"
+    wait $PID_fk || fail "the client or its child failed: $(cat "$R/fk.err")"
+    check_order fk
+    check_order fkc
+    ! grep -q "cut off" "$R/daemon.log" || fail "a client was cut off: $(grep "cut off" "$R/daemon.log" | head -1)"
+    echo "fork: parent $P holds $(bytes_of "$P") bytes, child $C holds $(bytes_of "$C") bytes"
+    ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is
     # closed with a log line; a well-behaved client alongside is unaffected.
