@@ -300,20 +300,23 @@ kill)
     ;;
 restart)
     # The daemon is killed mid-run and started again: the client runs in pass-through
-    # meanwhile, reconnects, and every command completes in order.
+    # meanwhile, reconnects, and every command completes in order. (The client waits for
+    # $R/end before it exits, so that a run quicker than the test still sees the restart.)
     start_daemon
-    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8
+    rm -f "$R/end"
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --end-when "$R/end"
     for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
     for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
     start_daemon
+    for _ in $(seq 200); do [ "$(grep -c "daemon: connected as client" "$R/rs.shim")" -ge 2 ] && break; sleep 0.05; done
+    touch "$R/end"
     wait $PID_rs
     check_order rs
     grep -q "daemon: disconnected" "$R/rs.shim" || fail "the client did not notice the daemon's death"
     n=$(grep -c "daemon: connected as client" "$R/rs.shim")
     echo "client connections: $n ($(grep -c 'daemon: disconnected' "$R/rs.shim") disconnections)"
-    [ "$n" -ge 2 ] || grep -q '^done$' "$R/rs.out" || fail "the client did not reconnect"
-    grep -q "connected as client" "$R/rs.shim" || fail "never connected"
+    [ "$n" -ge 2 ] || fail "the client did not reconnect"
     ;;
 refused)
     # Only root (and the daemon's user) may use this daemon; uid 65534 is refused with a
@@ -520,6 +523,29 @@ fork)
     check_order fkc
     ! grep -q "cut off" "$R/daemon.log" || fail "a client was cut off: $(grep "cut off" "$R/daemon.log" | head -1)"
     echo "fork: parent $P holds $(bytes_of "$P") bytes, child $C holds $(bytes_of "$C") bytes"
+    ;;
+budget)
+    # A client whose allocations exceed what the daemon holds for one task (device + host
+    # memory) is cut off with the reason (E2BIG). The interposer says so once and backs off
+    # instead of reconnecting every GPUMUX_RECONNECT_MS (50 ms here): over ~2 s of kernels,
+    # run unscheduled, it connects once. A client within its budget is unaffected.
+    start_daemon
+    lim=$("$G" status --json | jq .task_memory_limit_bytes)
+    mb=$((lim / 1048576 + 1024))
+    client good 5 --oversubscribe -- --kernels g:200 --count 40 --sync-every 4 --alloc-mb 16
+    client big 5 --oversubscribe -- --kernels b:1000 --count 2000 --sync-every 50 --alloc-mb $mb --touch-mb 1
+    wait $PID_big $PID_good
+    check_order big
+    check_order good
+    n=$(grep -c "daemon: connected as client" "$R/big.shim")
+    cuts=$(grep -c "big): cut off: .* bytes of allocations exceed device + host memory" "$R/daemon.log")
+    said=$(grep -c "gpumux: the daemon cut off this process: .* bytes of allocations exceed device + host memory" "$R/big.err")
+    echo "over its budget: $n connection(s), $cuts cut-off(s), said $said time(s): $(grep "cut off this process" "$R/big.err" | head -1)"
+    [ "$cuts" -ge 1 ] || fail "the client over its budget was not cut off (see $R/daemon.log)"
+    [ "$n" -le 2 ] && [ "$cuts" -le 2 ] || fail "the client over its budget reconnected $n times ($cuts cut-offs)"
+    [ "$said" -eq 1 ] || fail "the interposer said the cut-off $said times (expected once): $(cat "$R/big.err")"
+    grep -q "until its allocations shrink" "$R/big.err" || fail "the interposer did not say it backs off"
+    ! grep -q "good): cut off" "$R/daemon.log" || fail "the client within its budget was cut off"
     ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is
