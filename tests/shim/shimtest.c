@@ -316,6 +316,14 @@ static int t_procaddr(void)
 
 /* ---- hold: nothing runs while held; everything resumes when released ---- */
 
+/* Ends the hold a little later, from another thread (the caller is blocked meanwhile). */
+static void *unhold_later(void *hold)
+{
+	usleep(100000);
+	unlink(hold);
+	return NULL;
+}
+
 static int t_hold(void)
 {
 	const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
@@ -357,6 +365,16 @@ static int t_hold(void)
 		CHECK(strstr(s2, "kind=event_record"));
 		free(s2);
 	}
+	/* a free first hands queued work to the driver (whose free then waits for it): work
+	 * still held when cuMemFree is called has run when it returns */
+	f = fopen(hold, "w");
+	fclose(f);
+	CU(launch_slow(s, d, d, 200));
+	pthread_t t;
+	pthread_create(&t, NULL, unhold_later, (void *)hold);
+	CU(cuMemFree(d));
+	CHECK(cuStreamQuery(s) == CUDA_SUCCESS);
+	pthread_join(t, NULL);
 	return g_fail;
 }
 
@@ -407,6 +425,20 @@ static int t_kill(void)
 
 /* ---- fork: the child starts over and works ---- */
 
+/* Launches and synchronises on a stream of its own until *stop. */
+static void *busy_launcher(void *stop)
+{
+	CU(cuCtxSetCurrent(g_ctx));
+	CUstream s;
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; !*(volatile int *)stop; i++) {
+		CU(launch_marker(s, 1000 + i));
+		CU(cuStreamSynchronize(s));
+	}
+	CU(cuStreamDestroy(s));
+	return NULL;
+}
+
 static int t_fork(void)
 {
 	setup();
@@ -430,6 +462,28 @@ static int t_fork(void)
 	int st;
 	waitpid(c, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* forks while another thread keeps the queue (and under the daemon policy the link to the
+	 * daemon) busy: the shim takes its locks before fork, so each child finds them consistent
+	 * and released, and works */
+	volatile int stop = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, busy_launcher, (void *)&stop);
+	for (int i = 0; i < 20; i++) {
+		pid_t k = fork();
+		if (k == 0) {
+			g_fail = 0;
+			alarm(30);
+			setup();
+			CU(launch_marker(NULL, 10 + i));
+			CU(cuCtxSynchronize());
+			_exit(g_fail);
+		}
+		int ks;
+		waitpid(k, &ks, 0);
+		CHECK(WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
+	}
+	stop = 1;
+	pthread_join(t, NULL);
 	return g_fail;
 }
 
