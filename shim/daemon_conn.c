@@ -61,6 +61,11 @@ static void disconnect_locked(const char *why)
 	if (!gmx_dl.connected && gmx_dl.sock < 0)
 		return;
 	gmx_shim_log("daemon: disconnected (%s); pass-through until reconnected", why);
+	gmx_dl_forget_session();
+}
+
+void gmx_dl_forget_session(void)
+{
 	__atomic_store_n(&gmx_dl.connected, 0, __ATOMIC_RELEASE);
 	if (gmx_dl.region)
 		munmap(gmx_dl.region, gmx_dl.region_bytes);

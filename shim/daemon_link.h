@@ -89,6 +89,10 @@ int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t
  * held. */
 void gmx_dl_desync_locked(void);
 
+/* Unmaps the region, closes the socket and eventfds and forgets the seq table: no session
+ * (nothing logged); D.lock held. */
+void gmx_dl_forget_session(void);
+
 /* Forgets the seq table (a new session, or none); D.lock held. */
 void gmx_dl_seq_clear(void);
 

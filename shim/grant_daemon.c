@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 gmx_dlink_t gmx_dl = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -235,26 +234,14 @@ void gmx_dl_atfork_parent(void)
  * not exist here), so it alone is initialised afresh. */
 void gmx_dl_atfork_child(void)
 {
-	if (gmx_dl.region)
-		munmap(gmx_dl.region, gmx_dl.region_bytes);
-	if (gmx_dl.sock >= 0)
-		close(gmx_dl.sock);
-	if (gmx_dl.efd_up >= 0)
-		close(gmx_dl.efd_up);
-	if (gmx_dl.efd_down >= 0)
-		close(gmx_dl.efd_down);
-	gmx_dl.region = NULL;
-	gmx_dl.sock = gmx_dl.efd_up = gmx_dl.efd_down = -1;
-	gmx_dl.connected = 0;
+	gmx_dl_forget_session(); /* the child's copies of the parent's descriptors and mapping */
 	gmx_dl.thread_started = 0;
 	gmx_dl.first_done = 0;
-	gmx_dl.desync = 0;
 	gmx_dl.migrating = 0;
 	gmx_dl.mig_ctx = NULL;
 	gmx_dl.nallocs = 0;
 	gmx_dl.alloc_bytes = 0;
 	gmx_dl.refused_bytes = 0;
-	gmx_dl_seq_clear();
 	pthread_cond_init(&gmx_dl.first_cv, NULL);
 	pthread_mutex_unlock(&gmx_dl.lock);
 	pthread_mutex_unlock(&gmx_dl.alloc_lock);
