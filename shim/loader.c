@@ -88,17 +88,19 @@ static int driver_version(char *out, size_t n)
 }
 
 /* fork: every lock of the shim is taken in the one order its code nests them (queue, kernel
- * info, daemon allocations, daemon session), so the child never inherits one held mid-update;
- * the forking thread releases them again in both processes. */
+ * info, daemon allocations, daemon session, the integrity table), so the child never inherits
+ * one held mid-update; the forking thread releases them again in both processes. */
 static void atfork_prepare(void)
 {
 	gmx_shim_queue_atfork_prepare();
 	gmx_shim_modinfo_atfork_prepare();
 	gmx_dl_atfork_prepare();
+	gmx_shim_integrity_atfork_prepare();
 }
 
 static void atfork_parent(void)
 {
+	gmx_shim_integrity_atfork_release();
 	gmx_dl_atfork_parent();
 	gmx_shim_modinfo_atfork_parent();
 	gmx_shim_queue_atfork_parent();
@@ -106,9 +108,31 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	gmx_shim_integrity_atfork_release();
 	gmx_dl_atfork_child();
 	gmx_shim_modinfo_atfork_child();
 	gmx_shim_queue_atfork_child();
+}
+
+/* The kernel-identity functions a driver exports but does not offer at its own version
+ * (cuGetProcAddress_v2 says SYMBOL_NOT_FOUND) are treated as absent: a driver library may carry
+ * entry points its version does not provide (the stand-in playing a 12.2 driver does). */
+static void drop_unoffered(void)
+{
+	static const int syms[] = {GMX_SYM_cuFuncGetName, GMX_SYM_cuFuncGetParamInfo, GMX_SYM_cuKernelGetName,
+				   GMX_SYM_cuKernelGetParamInfo};
+	__typeof__(&cuGetProcAddress_v2) gpa = (__typeof__(&cuGetProcAddress_v2))gmx_shim_tbl[GMX_SYM_cuGetProcAddress_v2];
+	__typeof__(&cuDriverGetVersion) ver = (__typeof__(&cuDriverGetVersion))gmx_shim_tbl[GMX_SYM_cuDriverGetVersion];
+	int v = 0;
+	if (!gpa || !ver || ver(&v) != CUDA_SUCCESS)
+		return;
+	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+		void *fn = NULL;
+		CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+		if (gmx_shim_tbl[syms[i]] && gpa(gmx_shim_sym_names[syms[i]], &fn, v, 0, &st) == CUDA_ERROR_NOT_FOUND &&
+		    st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+			gmx_shim_tbl[syms[i]] = NULL;
+	}
 }
 
 static void load_once(void)
@@ -149,6 +173,8 @@ static void load_once(void)
 	if (g_real)
 		for (int i = 0; i < GMX_SYM_COUNT; i++)
 			gmx_shim_tbl[i] = dlsym(g_real, gmx_shim_sym_names[i]);
+	if (g_real)
+		drop_unoffered();
 	gmx_shim_policy = gmx_grant_from_env();
 	gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

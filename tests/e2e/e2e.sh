@@ -300,13 +300,17 @@ kill)
     ;;
 restart)
     # The daemon is killed mid-run and started again: the client runs in pass-through
-    # meanwhile, reconnects, and every command completes in order. (The client waits for
-    # $R/end before it exits, so that a run quicker than the test still sees the restart.)
+    # meanwhile, reconnects, and every command completes in order. (The client pauses at
+    # kernel 100 until the daemon is killed, and waits for $R/end before it exits, so that a
+    # run quicker than the test still sees the kill and the reconnection.)
     start_daemon
-    rm -f "$R/end"
-    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --end-when "$R/end"
-    for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    rm -f "$R/rs.go" "$R/end"
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --pause-at 100 --resume-when "$R/rs.go" \
+        --end-when "$R/end"
+    for _ in $(seq 400); do grep -q "^paused" "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^paused" "$R/rs.out" || fail "the client never reached kernel 100"
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    touch "$R/rs.go" # the client goes on while no daemon runs
     for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
     start_daemon
     for _ in $(seq 200); do [ "$(grep -c "daemon: connected as client" "$R/rs.shim")" -ge 2 ] && break; sleep 0.05; done
