@@ -385,7 +385,8 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		int rc = gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y);
 		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
 			char why[sizeof c->cut_reason];
-			snprintf(why, sizeof why, "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+			snprintf(why, sizeof why,
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
 				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
 				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
 			SRV.protocol_errors++;

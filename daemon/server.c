@@ -245,7 +245,8 @@ static void tell_cut(const client_t *c)
 	snprintf(r.reason, sizeof r.reason, "%s", c->cut_reason);
 	if (send(c->fd, &r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EPIPE &&
 	    errno != ECONNRESET)
-		gmxd_log("client %u: the reason for its cut-off was not delivered: %s", c->id, strerror(errno));
+		gmxd_log("client %u: the reason for its cut-off was not delivered: %s", c->id,
+			 strerror(errno));
 }
 
 void gmxd__tick(int64_t now)

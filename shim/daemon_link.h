@@ -31,7 +31,7 @@
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
 #define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
-#define GMX_BUDGET_RETRY_MS 5000      /* over its memory budget and nothing freed: first retry after */
+#define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
 enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB };

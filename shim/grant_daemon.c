@@ -40,8 +40,8 @@ static void grant_completed(void *self, uint64_t seq);
 static void grant_host_wait(void *self);
 static void grant_prepare(void *self);
 
-static const gmx_grant_ops_t g_daemon = {"daemon",	   0, grant_may_release, NULL, NULL, grant_completed,
-					 grant_host_wait, grant_prepare};
+static const gmx_grant_ops_t g_daemon = {
+    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare};
 
 int gmx_dl_active(void)
 {
@@ -136,8 +136,8 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 			}
 			for (uint32_t i = 0; s && i < nws; i++)
 				gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
-			if (s &&
-			    gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kid, cmd->bytes) != 0) {
+			if (s && gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kid,
+						cmd->bytes) != 0) {
 				s->state = ST_TOMB;
 				s = NULL;
 			}
@@ -182,7 +182,8 @@ static void grant_completed(void *self, uint64_t seq)
 		s->state = ST_TOMB;
 		gmx_dl.granted--;
 		if (gmx_dl_push_up(GMX_UP_COMPLETE, 0, seq, 0, 0) != 0)
-			gmx_dl_desync_locked(); /* a lost completion would stall the daemon's view: start over */
+			gmx_dl_desync_locked(); /* a lost completion would stall the daemon's view: start over
+						 */
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 }

@@ -506,7 +506,8 @@ static void kernel_order(const char *log, char *out, size_t len)
 		long long start;
 		char name[32];
 		const char *kn = strstr(line, "kind=kernel name=");
-		if (!kn || sscanf(line, "start_ns=%lld", &start) != 1 || sscanf(kn, "kind=kernel name=%31s", name) != 1)
+		if (!kn || sscanf(line, "start_ns=%lld", &start) != 1 ||
+		    sscanf(kn, "kind=kernel name=%31s", name) != 1)
 			continue;
 		k[n][0] = start;
 		k[n][1] = (long long)n;
@@ -557,7 +558,8 @@ static int t_legacy(void)
 	char order[512];
 	kernel_order(log, order, sizeof order);
 	if (strcmp(order, "marker fast slow marker") != 0) {
-		fprintf(stderr, "kernels started in the order '%s', expected 'marker fast slow marker'\n", order);
+		fprintf(stderr, "kernels started in the order '%s', expected 'marker fast slow marker'\n",
+			order);
 		g_fail = 1;
 	}
 	CU(cuMemFree(d));
@@ -644,7 +646,8 @@ static int t_stall(int backlog)
 	pthread_join(t, NULL);
 	CHECK(st.other_done);
 	if (!st.other_done_before_first) {
-		fprintf(stderr, "stall: the other thread's CUDA calls waited for the stalled connection attempt\n");
+		fprintf(stderr,
+			"stall: the other thread's CUDA calls waited for the stalled connection attempt\n");
 		g_fail = 1;
 	}
 	CU(cuCtxSynchronize());
@@ -701,7 +704,10 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s "
+			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n",
+			argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -710,17 +716,17 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		if (logs[i] && *logs[i])
 			fclose(fopen(logs[i], "w"));
-	int rc = !strcmp(t, "basic")	  ? t_basic()
-		 : !strcmp(t, "events")	  ? t_events()
-		 : !strcmp(t, "procaddr") ? t_procaddr()
-		 : !strcmp(t, "hold")	  ? t_hold()
-		 : !strcmp(t, "kill")	  ? t_kill()
-		 : !strcmp(t, "fork")	  ? t_fork()
-		 : !strcmp(t, "errors")	  ? t_errors()
-		 : !strcmp(t, "legacy")	  ? t_legacy()
+	int rc = !strcmp(t, "basic")	       ? t_basic()
+		 : !strcmp(t, "events")	       ? t_events()
+		 : !strcmp(t, "procaddr")      ? t_procaddr()
+		 : !strcmp(t, "hold")	       ? t_hold()
+		 : !strcmp(t, "kill")	       ? t_kill()
+		 : !strcmp(t, "fork")	       ? t_fork()
+		 : !strcmp(t, "errors")	       ? t_errors()
+		 : !strcmp(t, "legacy")	       ? t_legacy()
 		 : !strcmp(t, "stall_backlog") ? t_stall(1)
 		 : !strcmp(t, "stall_silent")  ? t_stall(0)
-					  : 2;
+					       : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);
 	return rc;
