@@ -46,12 +46,18 @@ void gmxd__owe(client_t *c, int64_t now)
 		c->last_progress = now;
 }
 
-void gmxd__cut(client_t *c, const char *why)
+void gmxd__cut_err(client_t *c, int error, const char *why)
 {
 	if (c->cut || c->dead)
 		return;
 	c->cut = 1;
+	c->cut_error = error;
 	snprintf(c->cut_reason, sizeof c->cut_reason, "%s", why);
+}
+
+void gmxd__cut(client_t *c, const char *why)
+{
+	gmxd__cut_err(c, EPROTO, why);
 }
 
 /* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
@@ -383,11 +389,14 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 			}
 		}
 		int rc = gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y);
-		if (rc == -E2BIG) {
-			protocol_error(c,
-				       "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
-				       (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
-				       (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
+			char why[sizeof c->cut_reason];
+			snprintf(why, sizeof why,
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
+				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+			SRV.protocol_errors++;
+			gmxd__cut_err(c, E2BIG, why);
 			return;
 		}
 		if (rc == -ENOMEM) {

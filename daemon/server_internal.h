@@ -87,6 +87,7 @@ struct client {
 	uint32_t lat_ns[GMXD_LAT_SAMPLES];
 	uint32_t nlat;
 	char cut_reason[192];
+	int cut_error; /* positive errno told to the client with the reason (EPROTO unless set) */
 };
 
 /* A connection that has not said HELLO or STATUS_REQ yet. */
@@ -224,6 +225,9 @@ void gmxd__owe(client_t *c, int64_t now);
 
 /* Marks c to be cut off (closed at the top of the loop) for `why`. */
 void gmxd__cut(client_t *c, const char *why);
+
+/* The same, telling the client `error` (a positive errno: E2BIG for a memory budget). */
+void gmxd__cut_err(client_t *c, int error, const char *why);
 
 /* Pushes e to c's down ring, waking it if it sleeps; a full ring cuts it off. */
 void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e);

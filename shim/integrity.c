@@ -86,3 +86,15 @@ const void *gmx_shim_integrity_table(const void *table, const CUuuid *id)
 	pthread_mutex_unlock(&g_lock);
 	return out;
 }
+
+/* fork (loader.c): the lock is a leaf, taken last before fork and released in both processes;
+ * the table stays valid in the child (the runtime's memory is copied with it). */
+void gmx_shim_integrity_atfork_prepare(void)
+{
+	pthread_mutex_lock(&g_lock);
+}
+
+void gmx_shim_integrity_atfork_release(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}

@@ -55,14 +55,24 @@ static size_t bucket(const void *h)
 	return (size_t)(x >> 40) & (BUCKETS - 1);
 }
 
-static void atfork_child(void)
+void gmx_shim_modinfo_atfork_prepare(void)
 {
-	/* The parent's driver handles mean nothing here; its images stay allocated (another
-	 * thread of the parent may have held the lock mid-update). */
-	pthread_mutex_init(&g_lock, NULL);
+	pthread_mutex_lock(&g_lock);
+}
+
+void gmx_shim_modinfo_atfork_parent(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* The parent's driver handles mean nothing in the child; its images stay allocated. The
+ * forking thread holds the lock (prepare), so the table is whole and the lock is released. */
+void gmx_shim_modinfo_atfork_child(void)
+{
 	memset(g_tbl, 0, sizeof g_tbl);
 	g_unidentified = g_agree = g_differ = g_absent = 0;
 	g_unidentified_said = 0;
+	pthread_mutex_unlock(&g_lock);
 }
 
 static void init_once(void)
@@ -87,7 +97,6 @@ static void init_once(void)
 			     : driver_knows && g_mode == GMX_KINFO_DRIVER ? "driver"
 									  : "images",
 			     driver_knows ? "has" : "lacks");
-	pthread_atfork(NULL, NULL, atfork_child);
 }
 
 gmx_kinfo_mode_t gmx_shim_kinfo_mode(void)
