@@ -266,6 +266,60 @@ static void timeslice_preempts_kernels_stalled_on_faults(void **state)
 	gmx_workload_free(&b);
 }
 
+/* The GPU's time slicing is blind to priority: a high-priority task busy for
+ * 20 ms at a time takes turns with a low-priority one and needs about twice
+ * that; under hpf (round robin within the best level that has work) it waits
+ * at most for the slice running when its work arrives. */
+static void timeslice_is_blind_to_priority_and_hpf_is_not(void **state)
+{
+	(void)state;
+	gmx_workload_t hp, lp;
+	tu_sweep(&hp, "hp", 1 << 20, 20, 4096, 1000000, 0);
+	hp.ops[0].think_ns = 5000000; /* 5 ms idle between requests */
+	tu_sweep(&lp, "lp", 1 << 20, 1, 4096, 10000000, 0);
+	gmx_sim_task_t t[2] = {{.name = "hp", .priority = 0, .workload = &hp},
+			       {.name = "lp", .priority = 5, .workload = &lp}};
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t blind, hpf;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &blind, err, sizeof(err)), 0);
+	c.policy = gmx_sched_find("hpf");
+	assert_non_null(c.policy);
+	assert_int_equal(gmx_sim_run(&c, &hpf, err, sizeof(err)), 0);
+	/* A unit: 5 ms of host time, then 20 ms of kernels. hpf: after at most
+	 * one 2 ms slice of lp and a switch. */
+	assert_true(hpf.tasks[0].lat_p99_s < 0.0275);
+	/* blind: lp gets every other turn while hp has work */
+	assert_true(blind.tasks[0].lat_p50_s > 0.040);
+	assert_true(blind.tasks[1].throughput_per_s > 1.5 * hpf.tasks[1].throughput_per_s);
+	gmx_workload_free(&hp);
+	gmx_workload_free(&lp);
+}
+
+/* One task alone runs exactly as under exclusive whatever the scheduler: a
+ * slice that expires with nobody else waiting is renewed without a switch. */
+static void one_task_alone_runs_as_under_exclusive(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	tu_sweep(&w, "one", 1 << 20, 40, 4096, 700000, 3000); /* 28 ms units: many slices */
+	gmx_sim_task_t t = {.name = "one", .priority = 3, .workload = &w};
+	const char *scheds[] = {"timeslice", "hpf", "timeline", "fikit", "streamprio", "mps"};
+	gmx_sim_config_t c = base_config(&t, 1, "exclusive", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t ex, r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &ex, err, sizeof(err)), 0);
+	for (size_t i = 0; i < sizeof(scheds) / sizeof(scheds[0]); i++) {
+		c.policy = gmx_sched_find(scheds[i]);
+		assert_non_null(c.policy);
+		assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+		assert_int_equal(r.tasks[0].units, ex.tasks[0].units);
+		assert_true(r.tasks[0].lat_p50_s == ex.tasks[0].lat_p50_s);
+		assert_true(r.tasks[0].lat_p99_s == ex.tasks[0].lat_p99_s);
+	}
+	gmx_workload_free(&w);
+}
+
 static void footprint_beyond_host_memory_is_refused(void **state)
 {
 	(void)state;
@@ -292,6 +346,8 @@ int main(void)
 	    cmocka_unit_test(timeslice_shares_the_device_equally),
 	    cmocka_unit_test(timeslice_preempts_a_long_kernel),
 	    cmocka_unit_test(timeslice_preempts_kernels_stalled_on_faults),
+	    cmocka_unit_test(timeslice_is_blind_to_priority_and_hpf_is_not),
+	    cmocka_unit_test(one_task_alone_runs_as_under_exclusive),
 	    cmocka_unit_test(footprint_beyond_host_memory_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
