@@ -337,7 +337,7 @@ static void usage(FILE *out)
 		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
 		     "             template accuracy\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
-		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
+		     "             timeslice (default sharing), hpf, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
 		     "             under um and ideal\n"
 		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"
