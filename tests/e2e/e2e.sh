@@ -302,9 +302,12 @@ restart)
     # The daemon is killed mid-run and started again: the client runs in pass-through
     # meanwhile, reconnects, and every command completes in order.
     start_daemon
-    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8
-    for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    rm -f "$R/rs.go"
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --pause-at 100 --resume-when "$R/rs.go"
+    for _ in $(seq 400); do grep -q "^paused" "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^paused" "$R/rs.out" || fail "the client never reached kernel 100"
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    touch "$R/rs.go" # the client goes on while no daemon runs
     for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
     start_daemon
     wait $PID_rs
