@@ -91,6 +91,8 @@ static double replay_text(const char *text, uint32_t kinds[GMX_OP_KIND_COUNT])
 	gmx_replay_result_t r;
 	if (gmx_replay_compare(path, &r, err, sizeof(err)))
 		fail_msg("%s", err);
+	assert_int_equal(r.waits, kinds[GMX_OP_WAIT]);
+	assert_int_equal(r.d2d, kinds[GMX_OP_COPY_D2D]);
 	unlink(path);
 	return r.replay_span_s / r.recorded_span_s;
 }
