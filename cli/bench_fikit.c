@@ -13,6 +13,8 @@
 
 #include "fikit.h"
 #include "gpumux/kprofile.h"
+#include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 
 /* timeslice (index 1) is default sharing, the baseline of every ratio; hpf is the priority-aware
@@ -134,7 +136,7 @@ typedef struct row {
 static int run(gmx_scenario_t *sc, const char *sched, gmx_sim_result_t *r)
 {
 	char err[1024];
-	int rc = gmx_scenario_run(sc, sched, "inmem", r, err, sizeof(err));
+	int rc = gmx_progress_run(sc, sched, "inmem", r, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux bench fikit: %s\n", err);
 	return rc;
@@ -149,8 +151,6 @@ static int hp_index(const gmx_scenario_t *sc)
 			hp = (int)i;
 	return hp;
 }
-
-int gmx_bench_fikit(const char *dir, int quick, int json);
 
 int gmx_bench_fikit(const char *dir, int quick, int json)
 {

@@ -442,22 +442,30 @@ const void *gmx_shim_modinfo_cudart_table(void)
 	return t;
 }
 
+int gmx_shim_table_copy(const void *table, const void **orig, void **copy, size_t max_slots, const char *name)
+{
+	if (*orig == table)
+		return 1;
+	size_t bytes;
+	memcpy(&bytes, table, sizeof bytes);
+	size_t slots = bytes / sizeof(void *);
+	if (*orig || bytes % sizeof(void *) || slots < 2 || slots > max_slots) {
+		gmx_shim_log("kernel-info %s table of %zu bytes not wrapped", name, bytes);
+		return -1;
+	}
+	memcpy(copy, table, bytes);
+	*orig = table;
+	return 0;
+}
+
 const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id)
 {
 	if (!table || !id || memcmp(id->bytes, cudart_interface_id, 16) != 0 || !gmx_shim_modinfo_learning())
 		return table;
 	pthread_mutex_lock(&g_lock);
-	const void *out = table;
-	size_t bytes;
-	memcpy(&bytes, table, sizeof bytes);
-	size_t slots = bytes / sizeof(void *);
-	if (g_orig_table == table) {
-		out = g_table;
-	} else if (g_orig_table || bytes % sizeof(void *) || slots < 2 || slots > TABLE_SLOTS_MAX) {
-		gmx_shim_log("kernel-info CUDART_INTERFACE table of %zu bytes not wrapped", bytes);
-	} else {
-		memcpy(g_table, table, bytes);
-		g_orig_table = table;
+	int r = gmx_shim_table_copy(table, &g_orig_table, g_table, TABLE_SLOTS_MAX, "CUDART_INTERFACE");
+	size_t slots = r >= 0 ? *(const size_t *)table / sizeof(void *) : 0;
+	if (r == 0) {
 		if (g_table[1]) {
 			g_load1 = (load1_t)g_table[1];
 			g_table[1] = (void *)&load1;
@@ -470,10 +478,9 @@ const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id)
 			g_load8 = (load8_t)g_table[8];
 			g_table[8] = (void *)&load8;
 		}
-		out = g_table;
 	}
 	pthread_mutex_unlock(&g_lock);
-	return out;
+	return r >= 0 ? (const void *)g_table : table;
 }
 
 /* What could not be identified or checked is reported when the process ends. */

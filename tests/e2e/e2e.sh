@@ -139,7 +139,7 @@ profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
     # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of
     # measuring again. A name that cannot be a file name is never written.
-    "$D" --help | grep -q fikit || { echo "skipped: no fikit policy in this build"; exit 0; }
+    "$D" --help | grep -q fikit || { echo "SKIPPED: no fikit policy in this build"; exit 77; }
     start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
     # serve's profile is saved when serve leaves, while odd is still connected.
     client odd 5 -- --kernels lp:300 --count 100000 --sync-every 16
