@@ -116,8 +116,8 @@ static int bench_replay(const bench_opts_t *o)
 	json_t *rows = json_array();
 	double worst = 0;
 	if (!o->json)
-		printf("%-52s %-5s %7s %11s %11s %7s  %-22s %-22s\n", "trace", "dev", "kernels", "recorded s",
-		       "replayed s", "ratio", "gap us p50/p90 rec", "gap us p50/p90 sim");
+		printf("%-52s %-5s %7s %6s %6s %11s %11s %7s  %-22s %-22s\n", "trace", "dev", "kernels", "waits", "d2d",
+		       "recorded s", "replayed s", "ratio", "gap us p50/p90 rec", "gap us p50/p90 sim");
 	for (size_t i = 0; i < sizeof(replay_traces) / sizeof(replay_traces[0]); i++) {
 		char path[1024], err[1024];
 		snprintf(path, sizeof(path), "%s/%s", o->traces, replay_traces[i]);
@@ -132,8 +132,9 @@ static int bench_replay(const bench_opts_t *o)
 		if (off > worst)
 			worst = off;
 		if (!o->json)
-			printf("%-52s %-5s %7llu %11.4f %11.4f %7.3f  %9.2f / %-10.2f %9.2f / %-10.2f\n",
-			       replay_traces[i], r.device, (unsigned long long)r.kernels, r.recorded_span_s,
+			printf("%-52s %-5s %7llu %6llu %6llu %11.4f %11.4f %7.3f  %9.2f / %-10.2f %9.2f / %-10.2f\n",
+			       replay_traces[i], r.device, (unsigned long long)r.kernels, (unsigned long long)r.waits,
+			       (unsigned long long)r.d2d, r.recorded_span_s,
 			       r.replay_span_s, ratio, r.recorded_gap_us[0], r.recorded_gap_us[1], r.replay_gap_us[0],
 			       r.replay_gap_us[1]);
 		json_t *row = json_object(), *rg = json_array(), *sg = json_array();
@@ -144,6 +145,8 @@ static int bench_replay(const bench_opts_t *o)
 		json_object_set_new(row, "trace", json_string(replay_traces[i]));
 		json_object_set_new(row, "device", json_string(r.device));
 		json_object_set_new(row, "kernels", json_integer((json_int_t)r.kernels));
+		json_object_set_new(row, "waits", json_integer((json_int_t)r.waits));
+		json_object_set_new(row, "d2d_copies", json_integer((json_int_t)r.d2d));
 		json_object_set_new(row, "recorded_span_s", json_real(r.recorded_span_s));
 		json_object_set_new(row, "replay_span_s", json_real(r.replay_span_s));
 		json_object_set_new(row, "recorded_gap_us_p50_p90_p99", rg);
@@ -199,11 +202,12 @@ static void usage(FILE *out)
 		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
 		     "             template accuracy\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
-		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
+		     "             timeslice (default sharing), hpf, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
 		     "             under um and ideal\n"
 		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"
-		     "             recorded against replayed span and same-stream gaps\n"
+		     "             recorded against replayed span and same-stream gaps, with the\n"
+		     "             cross-stream waits and device-to-device copies it replays\n"
 		     "\n"
 		     "options:\n"
 		     "  --quick          only the 150%% scenarios\n"

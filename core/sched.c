@@ -7,6 +7,7 @@
 
 extern const gmx_policy_ops_t gmx_sched_exclusive_ops;
 extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
+extern const gmx_policy_ops_t gmx_sched_hpf_ops;
 extern const gmx_policy_ops_t gmx_sched_timeline_ops;
 extern const gmx_policy_ops_t gmx_sched_fikit_ops;
 extern const gmx_policy_ops_t gmx_sched_streamprio_ops;
@@ -15,6 +16,7 @@ extern const gmx_policy_ops_t gmx_sched_mps_ops;
 static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_exclusive_ops,
 	&gmx_sched_timeslice_ops,
+	&gmx_sched_hpf_ops,
 	&gmx_sched_timeline_ops,
 	&gmx_sched_fikit_ops,
 	&gmx_sched_streamprio_ops,

@@ -146,6 +146,21 @@ static void dev_preempt(void *ctx, uint32_t task, int hold)
 	try_start(s);
 }
 
+/* Whether the cross-stream waits of x are all met (met ones are dropped). */
+static int waits_met(sim_t *s, scmd_t *x)
+{
+	const stask_t *tk = &s->t[x->c.task];
+	uint32_t k = 0;
+	while (k < x->n_deps) {
+		const slot_t *sl = &tk->slots[x->deps[k].slot];
+		if (sl->issued - sl->outstanding >= x->deps[k].count)
+			x->deps[k] = x->deps[--x->n_deps];
+		else
+			k++;
+	}
+	return x->n_deps == 0;
+}
+
 static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
 {
 	if (eng == ENG_EXEC)
@@ -165,7 +180,7 @@ static void try_start(sim_t *s)
 				slot_t *sl = &s->t[t].slots[k];
 				scmd_t *x = sl->hw_head;
 				if (!x || sl->busy || (x->engine == ENG_EXEC && s->t[t].held) ||
-				    !engine_free(s, x->engine, t))
+				    !engine_free(s, x->engine, t) || (x->n_deps && !waits_met(s, x)))
 					continue;
 				if (!best || x->c.seq < best->c.seq)
 					best = x;
@@ -445,6 +460,7 @@ static void free_cmd(sim_t *s, scmd_t *x)
 		s->live = x->live_next;
 	if (x->live_next)
 		x->live_next->live_prev = x->live_prev;
+	free(x->deps);
 	free(x);
 }
 
@@ -488,6 +504,57 @@ static void cmd_end(sim_t *s, scmd_t *x)
 
 /* ---- set-up and the loop --------------------------------------------------- */
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Numbers the workload's events densely and sizes the wait matrix; nothing
+ * when it has no RECORD or WAIT. 0 or -ENOMEM. */
+static int build_events(stask_t *tk)
+{
+	const gmx_workload_t *w = tk->w;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		n += w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT;
+	if (!n)
+		return 0;
+	uint32_t *ids = malloc(n * sizeof(*ids));
+	tk->ev_of_op = calloc(w->n_ops, sizeof(*tk->ev_of_op));
+	tk->ev_slot = calloc(n, sizeof(*tk->ev_slot));
+	tk->ev_count = calloc(n, sizeof(*tk->ev_count));
+	tk->need = calloc((size_t)tk->n_slots * tk->n_slots, sizeof(*tk->need));
+	if (!ids || !tk->ev_of_op || !tk->ev_slot || !tk->ev_count || !tk->need) {
+		free(ids);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		if (w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT)
+			ids[n++] = w->ops[k].event;
+	qsort(ids, n, sizeof(*ids), cmp_u32);
+	uint32_t u = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (!u || ids[u - 1] != ids[k])
+			ids[u++] = ids[k];
+	for (uint32_t k = 0; k < w->n_ops; k++) {
+		if (w->ops[k].kind != GMX_OP_RECORD && w->ops[k].kind != GMX_OP_WAIT)
+			continue;
+		uint32_t lo = 0, hi = u; /* ids[lo] == the op's event */
+		while (hi - lo > 1) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (ids[mid] <= w->ops[k].event)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tk->ev_of_op[k] = lo;
+	}
+	free(ids);
+	return 0;
+}
+
 static int build_task(sim_t *s, uint32_t i)
 {
 	stask_t *tk = &s->t[i];
@@ -518,6 +585,9 @@ static int build_task(sim_t *s, uint32_t i)
 		}
 		tk->slots[tk->n_slots++].stream = op->stream;
 	}
+	int rc = build_events(tk);
+	if (rc)
+		return rc;
 	/* Durations were measured on the workload's device; rescale to this one. */
 	tk->scale_mem = tk->scale_compute = 1.0;
 	const gmx_preset_t *ref = tk->w->device ? gmx_preset_find(tk->w->device) : NULL;
@@ -656,11 +726,16 @@ static void destroy(sim_t *s)
 	for (uint32_t i = 0; i < s->n && s->t; i++) {
 		stask_t *tk = &s->t[i];
 		free(tk->slots);
+		free(tk->need);
+		free(tk->ev_of_op);
+		free(tk->ev_slot);
+		free(tk->ev_count);
 		free(tk->arrivals);
 		free(tk->lat);
 	}
 	for (scmd_t *x = s->live, *nx; x; x = nx) {
 		nx = x->live_next;
+		free(x->deps);
 		free(x);
 	}
 	free(s->t);

@@ -509,6 +509,25 @@ static int rec_sync(struct reader *r, char *rest)
 	return gmx_workload_add_op(r->w, &op, NULL) ? oom(r) : 0;
 }
 
+/* record s=S event=E [think=T], wait s=S event=E [think=T] */
+static int rec_event(struct reader *r, const char *kw, gmx_op_kind_t kind, char *rest)
+{
+	static const char *const keys[] = {"s", "event", "think", NULL};
+	struct field fs[MAX_FIELDS];
+	int n;
+	const struct field *f;
+	uint64_t v;
+	if (split_fields(r, kw, rest, keys, fs, &n))
+		return -EINVAL;
+	gmx_op_t op = {.kind = (uint8_t)kind, .buffer = UINT32_MAX};
+	if (stream_field(r, kw, fs, n, 0, &op) || think_dur(r, kw, fs, n, &op))
+		return -EINVAL;
+	if (need(r, kw, fs, n, "event", &f) || num(r, kw, f, UINT32_MAX, &v))
+		return -EINVAL;
+	op.event = (uint32_t)v;
+	return gmx_workload_add_op(r->w, &op, NULL) ? oom(r) : 0;
+}
+
 static int rec_alloc(struct reader *r, const char *kw, gmx_op_kind_t kind, char *rest)
 {
 	static const char *const keys[] = {"buf", "think", NULL};
@@ -622,6 +641,12 @@ static int line(struct reader *r, char *s, size_t len)
 		return rec_copy(r, "d2h", GMX_OP_COPY_D2H, rest);
 	if (KW("memset"))
 		return rec_copy(r, "memset", GMX_OP_MEMSET, rest);
+	if (KW("d2d"))
+		return rec_copy(r, "d2d", GMX_OP_COPY_D2D, rest);
+	if (KW("record"))
+		return rec_event(r, "record", GMX_OP_RECORD, rest);
+	if (KW("wait"))
+		return rec_event(r, "wait", GMX_OP_WAIT, rest);
 	if (KW("alloc"))
 		return rec_alloc(r, "alloc", GMX_OP_ALLOC, rest);
 	if (KW("free"))
@@ -637,8 +662,8 @@ static int line(struct reader *r, char *s, size_t len)
 	if (KW("gpumux-workload"))
 		return fail(r, "header given twice");
 #undef KW
-	return fail(r, "unknown keyword '%s' (expected name, device, unit, buffer, kname, kernel, h2d, d2h, memset, "
-		       "sync, alloc, free, end)",
+	return fail(r, "unknown keyword '%s' (expected name, device, unit, buffer, kname, kernel, h2d, d2h, d2d, "
+		       "memset, sync, record, wait, alloc, free, end)",
 		    kw);
 }
 

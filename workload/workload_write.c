@@ -73,7 +73,8 @@ static int writable(const gmx_workload_t *w, char *err, size_t err_len)
 			snprintf(err, err_len, "op %u: kernel class %d is not compute, memory or unknown", i, o->klass);
 			return -EINVAL;
 		}
-		if ((o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H || o->kind == GMX_OP_MEMSET) &&
+		if ((o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H || o->kind == GMX_OP_MEMSET ||
+		     o->kind == GMX_OP_COPY_D2D) &&
 		    (o->bytes == 0 || o->stream < 0)) {
 			snprintf(err, err_len, "op %u: a copy or memset needs bytes > 0 and a stream", i);
 			return -EINVAL;
@@ -142,8 +143,13 @@ static void write_body(const gmx_workload_t *w, FILE *out)
 			break;
 		case GMX_OP_COPY_H2D:
 		case GMX_OP_COPY_D2H:
+		case GMX_OP_COPY_D2D:
 		case GMX_OP_MEMSET:
-			fprintf(out, "%s s=%d", o->kind == GMX_OP_COPY_H2D ? "h2d" : o->kind == GMX_OP_COPY_D2H ? "d2h" : "memset",
+			fprintf(out, "%s s=%d",
+				o->kind == GMX_OP_COPY_H2D   ? "h2d"
+				: o->kind == GMX_OP_COPY_D2H ? "d2h"
+				: o->kind == GMX_OP_COPY_D2D ? "d2d"
+							     : "memset",
 				o->stream);
 			put_think(out, o);
 			fprintf(out, " bytes=0x%llx", (unsigned long long)o->bytes);
@@ -164,6 +170,12 @@ static void write_body(const gmx_workload_t *w, FILE *out)
 		case GMX_OP_ALLOC:
 		case GMX_OP_FREE:
 			fprintf(out, "%s buf=%u", o->kind == GMX_OP_ALLOC ? "alloc" : "free", o->buffer);
+			put_think(out, o);
+			fputc('\n', out);
+			break;
+		case GMX_OP_RECORD:
+		case GMX_OP_WAIT:
+			fprintf(out, "%s s=%d event=%u", o->kind == GMX_OP_RECORD ? "record" : "wait", o->stream, o->event);
 			put_think(out, o);
 			fputc('\n', out);
 			break;

@@ -55,6 +55,7 @@ static void test_rejects_bad_input(void **state)
 		     "t.gmxw:5: kernel: unknown key 'gird' (expected s, think, dur, name, grid, block, shm, sm, class, "
 		     "args, touch)");
 	expect_error(HDR "buffer id=0 size=12x\n", "t.gmxw:2: buffer: bad number '12x' for size");
+	expect_error(HDR "wait s=0\n", "t.gmxw:2: wait: missing");
 	expect_error(HDR "buffer id=0 size=-5\n", "t.gmxw:2: buffer: size must not be negative, got '-5'");
 	expect_error(HDR "buffer id=0 size=0\n", "t.gmxw:2: buffer: size must be greater than 0");
 	expect_error(HDR "buffer id=1 size=16\n", "t.gmxw:2: buffer: id 1 out of order (expected id=0)");
@@ -154,7 +155,10 @@ static void test_accepts_documented_example(void **state)
 			   "sync s=all think=7\n"
 			   "memset s=1 bytes=16 buf=2\n"
 			   "free buf=1\n"
-			   "end buffers=3 knames=1 ops=5\n"
+			   "d2d s=1 bytes=0x10 buf=0 dur=5\n"
+			   "record s=1 event=3\n"
+			   "wait s=0 event=3 think=2\n"
+			   "end buffers=3 knames=1 ops=8\n"
 			   "# a comment after the end\n";
 	gmx_workload_t w;
 	char err[512];
@@ -168,7 +172,14 @@ static void test_accepts_documented_example(void **state)
 	assert_true(w.buffers[1].addr == 0x204000000ull);
 	assert_true(w.buffers[2].addr == 0x208000000ull);
 	assert_string_equal(w.names[0], "vector_add(float const*, float const*, float*, int) # not a comment");
-	assert_int_equal(w.n_ops, 5);
+	assert_int_equal(w.n_ops, 8);
+	assert_int_equal(w.ops[5].kind, GMX_OP_COPY_D2D);
+	assert_int_equal(w.ops[5].duration_ns, 5);
+	assert_int_equal(w.ops[6].kind, GMX_OP_RECORD);
+	assert_int_equal(w.ops[6].event, 3);
+	assert_int_equal(w.ops[7].kind, GMX_OP_WAIT);
+	assert_int_equal(w.ops[7].stream, 0);
+	assert_int_equal(w.ops[7].think_ns, 2);
 	const gmx_op_t *k = &w.ops[0];
 	assert_int_equal(k->kind, GMX_OP_KERNEL);
 	assert_int_equal(k->duration_ns, 210000);
@@ -223,6 +234,15 @@ static void build_everything(gmx_workload_t *w)
 	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
 	c.kind = GMX_OP_MEMSET;
 	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
+	c.kind = GMX_OP_COPY_D2D;
+	c.buffer = b0;
+	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
+	gmx_op_t e = {.kind = GMX_OP_RECORD, .stream = 1, .event = 4000000000u, .buffer = UINT32_MAX};
+	assert_int_equal(gmx_workload_add_op(w, &e, NULL), 0);
+	e.kind = GMX_OP_WAIT;
+	e.stream = 3;
+	e.think_ns = 11;
+	assert_int_equal(gmx_workload_add_op(w, &e, NULL), 0);
 	gmx_op_t s = {.kind = GMX_OP_SYNC, .stream = -1, .buffer = UINT32_MAX};
 	assert_int_equal(gmx_workload_add_op(w, &s, NULL), 0);
 	s.stream = 2;
