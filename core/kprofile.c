@@ -91,6 +91,8 @@ static void slot_insert(uint32_t *slot, uint32_t cap, uint32_t h, uint32_t value
 /* Appends a zeroed entry for (id, prev); its index in *out. */
 static int add_entry(gmx_kprof_t *p, uint64_t id, uint64_t prev, uint32_t *out)
 {
+	if (p->max_entries && p->n >= p->max_entries)
+		return -ENOSPC;
 	if (p->n == p->cap_e) {
 		uint32_t nc = p->cap_e ? 2 * p->cap_e : 64;
 		gmx_kprof_entry_t *ne = realloc(p->e, nc * sizeof(*ne));

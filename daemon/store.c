@@ -240,6 +240,9 @@ gmx_kprof_t *gmxd__store_get(const char *name)
 		SRV.store[k].saved = SRV.store[k].dirty = 0;
 		snprintf(SRV.store[k].name, sizeof SRV.store[k].name, "%s", name);
 		gmxd__store_load(name, &SRV.store[k].prof); /* else measured as it runs */
+		/* Kernel identities are the client's to choose: what one name may make the
+		 * daemon keep is bounded. */
+		SRV.store[k].prof.max_entries = GMXD_PROFILE_ENTRIES_MAX;
 	}
 	SRV.store[k].last_used = ++SRV.store_clock;
 	return &SRV.store[k].prof;

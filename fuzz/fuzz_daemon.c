@@ -215,7 +215,7 @@ static void first_message(char *buf, size_t *len)
 	h.flags = u8() & 1 ? GMX_HELLO_OVERSUBSCRIBE : 0;
 	h.pid = 42;
 	uint8_t nm = u8();
-	snprintf(h.name, sizeof h.name, "t%u", nm % 8);
+	snprintf(h.name, sizeof h.name, "t%d", nm % 8);
 	*len = sizeof h;
 	uint8_t how = u8();
 	switch (how % 24) {

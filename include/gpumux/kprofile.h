@@ -53,6 +53,8 @@ struct gmx_kprof {
 	uint32_t n, cap_e; /* entries used, allocated */
 	uint32_t *slot;    /* entry index + 1, 0 empty */
 	uint32_t cap;      /* slots (a power of two) */
+	uint32_t max_entries; /* 0: no bound; else observations of new (id, prev) keys past it are
+			       * refused (-ENOSPC) while known keys keep learning */
 };
 typedef struct gmx_kprof gmx_kprof_t;
 
@@ -68,7 +70,8 @@ void gmx_kprof_free(gmx_kprof_t *p);
 
 /* Records one observation of kernel `id` launched after `prev` (0: none):
  * it ran `dur_ns` and the task then left the GPU idle for `gap_ns`. name may
- * be NULL. 0, -EINVAL (id 0 or a negative time) or -ENOMEM. */
+ * be NULL. 0, -EINVAL (id 0 or a negative time), -ENOSPC (a new key past p->max_entries) or
+ * -ENOMEM. */
 int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns, int64_t gap_ns, const char *name);
 
 /* Summarises the samples into quantiles and drops the per-context entries of

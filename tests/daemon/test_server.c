@@ -441,6 +441,37 @@ static void test_store_saves_rate_limited(void **state)
 	rmdir(dir);
 }
 
+/* Kernel identities are the client's to choose: a client completing kernels of ever new
+ * identities makes its profile (fikit) hold at most GMXD_PROFILE_ENTRIES_MAX entries, while a
+ * known kernel keeps being learned. */
+static void test_profile_entries_bounded(void **state)
+{
+	(void)state;
+	start("fikit", 32);
+	tconn_t c;
+	int g, ev;
+	assert_int_equal(hello(&c, 0, "many", 0), 'W');
+	gmx_kprof_t *p = SRV.prof_ptr[task_of(&c)];
+	assert_non_null(p);
+	for (uint64_t i = 1; i <= 3000; i++) {
+		up_entry(&c, GMX_UP_NOTICE, 0, i, i % 2 ? 7 : 1000 + i, 0);
+		gmxd__poll_rings();
+		down(&c, i, &g, &ev, 0);
+		assert_int_equal(g, 1);
+		now_ns += 10000;
+		up(&c, GMX_UP_COMPLETE, i);
+		gmxd__poll_rings();
+	}
+	if (p->n > GMXD_PROFILE_ENTRIES_MAX)
+		fail_msg("%u profile entries for one task name (bound %d)", p->n, GMXD_PROFILE_ENTRIES_MAX);
+	const gmx_kprof_entry_t *known = gmx_kprof_find(p, 7, 0);
+	assert_non_null(known);
+	assert_true(known->n >= 1000); /* kernel 7 ran 1500 times: still learned */
+	bye(&c);
+	books();
+	gmxd__fini();
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -452,6 +483,7 @@ int main(void)
 	    cmocka_unit_test(test_store_save_durable_and_private),
 	    cmocka_unit_test(test_fresh_eviction_not_cut),
 	    cmocka_unit_test(test_store_saves_rate_limited),
+	    cmocka_unit_test(test_profile_entries_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
