@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{"bench", gmx_cmd_bench, "benchmarks: calibration, msched, fikit, trace replay, speed"},
 	{"run", gmx_cmd_run, "run a program under gpumuxd (priority, name, oversubscription)"},
 	{"status", gmx_cmd_status, "show gpumuxd's clients, queues, memory and latency"},
+	{"metrics", gmx_cmd_metrics, "print gpumuxd's Prometheus metrics (the text its HTTP endpoint serves)"},
 };
 
 static void usage(FILE *out)
