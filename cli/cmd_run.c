@@ -36,7 +36,7 @@ static void usage(FILE *f)
 
 /* The directory holding the interposer: $GPUMUX_SHIM_DIR, next to the binary in a build tree
  * (shim/), or the installed library directory (../lib, ../lib64, ...: gpumux/). */
-static int find_shim(char *out, size_t len)
+int gmx_find_shim(char *out, size_t len)
 {
 	const char *env = getenv("GPUMUX_SHIM_DIR");
 	struct stat st;
@@ -177,7 +177,7 @@ int gmx_cmd_run(int argc, char **argv)
 		}
 	}
 	char shim[PATH_MAX];
-	if (find_shim(shim, sizeof shim) != 0) {
+	if (gmx_find_shim(shim, sizeof shim) != 0) {
 		fprintf(stderr, "gpumux run: the interposer libcuda.so.1 was not found (looked in "
 				"$GPUMUX_SHIM_DIR, <bindir>/shim and <bindir>/../lib*/gpumux); set "
 				"GPUMUX_SHIM_DIR to its directory\n");
