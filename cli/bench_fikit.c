@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_plot.h"
 #include "fikit.h"
 #include "gpumux/kprofile.h"
 #include "scenario.h"
@@ -141,9 +142,9 @@ static int hp_index(const gmx_scenario_t *sc)
 	return hp;
 }
 
-int gmx_bench_fikit(const char *dir, int quick, int json);
+int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);
 
-int gmx_bench_fikit(const char *dir, int quick, int json)
+int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/fikit", dir);
@@ -234,15 +235,14 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 			}
 			char name[64];
 			snprintf(name, sizeof(name), "%.*s", (int)strlen(files[i]) - 4, files[i]);
-			if (json) {
-				json_array_append_new(
-					jpairs, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "pair", name,
-							  "sched", scheds[k], "hp_p50_vs_alone", w.hp_p50,
-							  "hp_p95_vs_alone", w.hp_p95, "hp_p99_vs_alone", w.hp_p99,
-							  "hp_jct_vs_alone", w.hp_jct, "hp_p99_s", w.hp_p99_abs,
-							  "lp_throughput_vs_alone", w.lp_tput, "lp_throughput_vs_timeslice",
-							  w.lp_vs_ts, "stp", w.stp, "hp_speedup_vs_timeslice", w.hp_speedup));
-			} else {
+			json_array_append_new(
+				jpairs, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "pair", name,
+						  "sched", scheds[k], "hp_p50_vs_alone", w.hp_p50,
+						  "hp_p95_vs_alone", w.hp_p95, "hp_p99_vs_alone", w.hp_p99,
+						  "hp_jct_vs_alone", w.hp_jct, "hp_p99_s", w.hp_p99_abs,
+						  "lp_throughput_vs_alone", w.lp_tput, "lp_throughput_vs_timeslice",
+						  w.lp_vs_ts, "stp", w.stp, "hp_speedup_vs_timeslice", w.hp_speedup));
+			if (!json) {
 				printf("%-38s %-10s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.2f %8.2f\n", k ? "" : name,
 				       scheds[k], w.hp_p50, w.hp_p95, w.hp_p99, w.hp_jct, w.lp_tput, w.lp_vs_ts, w.stp,
 				       w.hp_speedup);
@@ -258,14 +258,13 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 		return 1;
 	}
 	double dns = decision_ns(quick);
+	json_t *o = json_pack("{s:s,s:o,s:{s:f,s:f,s:f,s:f},s:{s:f,s:i,s:i}}", "benchmark", "fikit", "pairs", jpairs, "fikit",
+			      "worst_hp_p99_vs_alone", worst_hp, "worst_lp_vs_timeslice", worst_lp,
+			      "hp_speedup_vs_timeslice_min", min_sp, "hp_speedup_vs_timeslice_max", max_sp, "decision", "ns",
+			      dns, "levels", 10, "queued", 1000);
 	if (json) {
-		json_t *o = json_pack("{s:s,s:o,s:{s:f,s:f,s:f,s:f},s:{s:f,s:i,s:i}}", "benchmark", "fikit", "pairs", jpairs,
-				      "fikit", "worst_hp_p99_vs_alone", worst_hp, "worst_lp_vs_timeslice", worst_lp,
-				      "hp_speedup_vs_timeslice_min", min_sp, "hp_speedup_vs_timeslice_max", max_sp,
-				      "decision", "ns", dns, "levels", 10, "queued", 1000);
 		json_dumpf(o, stdout, JSON_COMPACT);
 		printf("\n");
-		json_decref(o);
 	} else {
 		printf("\nfikit over %d pairs: worst HP p99/alone %.3f (target <= 1.10); worst LP fikit/timeslice %.3f "
 		       "(target >= 0.9); HP p99 speed-up over timeslice %.2f-%.2fx (FIKIT reported 1.32-16.41x for JCT)\n",
@@ -273,5 +272,7 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 		printf("BestPrioFit decision, 10 levels, 1,000 queued kernels: %.0f ns (median of 9 rounds; target < 1 us)\n",
 		       dns);
 	}
-	return 0;
+	int prc = plot ? gmx_bench_plot(plot, "fikit", o) : 0;
+	json_decref(o);
+	return prc;
 }

@@ -12,6 +12,7 @@
 #include "gpumux/gen.h"
 #include "gpumux/template.h"
 #include "msched.h"
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "scenario.h"
 
@@ -166,9 +167,9 @@ static json_t *bench_accuracy(const char *shared, int print)
 	return rows;
 }
 
-int gmx_bench_msched(const char *dir, int quick, int json);
+int gmx_bench_msched(const char *dir, int quick, int json, const char *plot);
 
-int gmx_bench_msched(const char *dir, int quick, int json)
+int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 {
 	static const char *const mixes[] = {"a", "b", "c", "d"};
 	static const char *const pcts[] = {"150", "200", "300"};
@@ -366,6 +367,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s%s\n", print ? "\n" : "", s ? s : "{}");
 	free(s);
+	int prc = plot ? gmx_bench_plot(plot, "msched", root) : 0;
 	json_decref(root);
-	return 0;
+	return prc;
 }

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "memspace.h"
 #include "replay.h"
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "scenario.h"
 #include "um.h"
@@ -22,6 +23,7 @@ typedef struct bench_opts {
 	const char *dir;    /* scenarios folder */
 	const char *traces; /* the shared traces folder */
 	int json, quick;
+	const char *plot; /* --plot DIR: charts there, or NULL */
 } bench_opts_t;
 
 /* Loads dir/name and runs it under (sched, mem); whole: measure the warm-up too
@@ -209,8 +211,9 @@ static int bench_calibrate(const bench_opts_t *o)
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s%s\n", o->json ? "" : "\n", s ? s : "{}");
 	free(s);
+	int prc = o->plot ? gmx_bench_plot(o->plot, "calibrate", root) : 0;
 	json_decref(root);
-	return 0;
+	return prc;
 }
 
 static int bench_speed(const bench_opts_t *o)
@@ -346,6 +349,8 @@ static void usage(FILE *out)
 		     "options:\n"
 		     "  --quick          only the 150%% scenarios\n"
 		     "  --json           print only the JSON object (a table and the JSON otherwise)\n"
+		     "  --plot DIR       also draw the table as bar charts (SVG, PNG) in DIR (calibrate, msched,\n"
+		     "                   fikit)\n"
 		     "  --scenarios DIR  where the shipped scenarios are (default: scenarios)\n"
 		     "  --traces DIR     where the shared traces are (default: ../shared/traces)\n"
 		     "  -h, --help       show this help\n");
@@ -356,6 +361,7 @@ int gmx_cmd_bench(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"quick", no_argument, 0, 'q'}, {"json", no_argument, 0, 'j'},
 		{"scenarios", required_argument, 0, 's'}, {"traces", required_argument, 0, 't'},
+		{"plot", required_argument, 0, 'P'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	bench_opts_t o = {.dir = "scenarios", .traces = "../shared/traces"};
@@ -368,6 +374,7 @@ int gmx_cmd_bench(int argc, char **argv)
 		case 'j': o.json = 1; break;
 		case 's': o.dir = optarg; break;
 		case 't': o.traces = optarg; break;
+		case 'P': o.plot = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "gpumux bench: unknown or incomplete option '%s' (try gpumux bench --help)\n",
@@ -383,12 +390,12 @@ int gmx_cmd_bench(int argc, char **argv)
 	if (!strcmp(name, "calibrate"))
 		return bench_calibrate(&o);
 	if (!strcmp(name, "msched")) {
-		int gmx_bench_msched(const char *dir, int quick, int json); /* bench_msched.c */
-		return gmx_bench_msched(o.dir, o.quick, o.json);
+		int gmx_bench_msched(const char *dir, int quick, int json, const char *plot); /* bench_msched.c */
+		return gmx_bench_msched(o.dir, o.quick, o.json, o.plot);
 	}
 	if (!strcmp(name, "fikit")) {
-		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
-		return gmx_bench_fikit(o.dir, o.quick, o.json);
+		int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot); /* bench_fikit.c */
+		return gmx_bench_fikit(o.dir, o.quick, o.json, o.plot);
 	}
 	if (!strcmp(name, "speed"))
 		return bench_speed(&o);

@@ -606,6 +606,7 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.tasks = sc->tasks,
 		.n_tasks = sc->n_tasks,
 		.templates = sc->templates,
+		.timeline = sc->timeline,
 	};
 	/* The memory-scheduled modes rotate at their own, longer slice: each
 	 * rotation must amortise the migration it causes (docs/msched.md). ideal

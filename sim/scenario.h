@@ -23,6 +23,7 @@ typedef struct gmx_scenario {
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
 	const char *profile;   /* kernel profile file for fikit, NULL: measure (not owned) */
+	struct gmx_sim_timeline *timeline; /* when set, runs record their timeline there (not owned) */
 } gmx_scenario_t;
 
 /* Reads and builds a scenario (workloads included). 0, or a negative errno
