@@ -13,6 +13,8 @@
 #include "bench_plot.h"
 #include "fikit.h"
 #include "gpumux/kprofile.h"
+#include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 
 static const char *const scheds[] = {"fikit", "timeslice", "streamprio", "mps", "exclusive"};
@@ -126,7 +128,7 @@ typedef struct row {
 static int run(gmx_scenario_t *sc, const char *sched, gmx_sim_result_t *r)
 {
 	char err[1024];
-	int rc = gmx_scenario_run(sc, sched, "inmem", r, err, sizeof(err));
+	int rc = gmx_progress_run(sc, sched, "inmem", r, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux bench fikit: %s\n", err);
 	return rc;
@@ -141,8 +143,6 @@ static int hp_index(const gmx_scenario_t *sc)
 			hp = (int)i;
 	return hp;
 }
-
-int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);
 
 int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot)
 {

@@ -6,6 +6,14 @@
 
 #include "sim.h"
 
+/* gpumux bench msched (bench_msched.c): the scenarios under dir; 0, or 1 when a run failed
+ * (each named on standard error). plot: also its charts there (gpumux bench --plot), or NULL. */
+int gmx_bench_msched(const char *dir, int quick, int json, const char *plot);
+
+/* gpumux bench fikit (bench_fikit.c): the pairs under dir/fikit; 0, or 1 on the first failure.
+ * plot: also its charts there (gpumux bench --plot), or NULL. */
+int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);
+
 /* Monotonic wall-clock seconds. */
 static inline double gmx_bench_wall_s(void)
 {

@@ -16,6 +16,7 @@
 #include "replay.h"
 #include "bench_plot.h"
 #include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 #include "um.h"
 
@@ -44,7 +45,7 @@ static int run_file_as(const bench_opts_t *o, const char *name, const char *sche
 		sc.warmup_ns = 0;
 	}
 	double t0 = gmx_bench_wall_s();
-	int rc = gmx_scenario_run(&sc, sched, mem, res, err, sizeof(err));
+	int rc = gmx_progress_run(&sc, sched, mem, res, err, sizeof(err));
 	if (seconds)
 		*seconds = gmx_bench_wall_s() - t0;
 	gmx_scenario_free(&sc);
@@ -328,6 +329,25 @@ static int bench_replay(const bench_opts_t *o)
 	return 0;
 }
 
+static int bench_msched(const bench_opts_t *o)
+{
+	return gmx_bench_msched(o->dir, o->quick, o->json, o->plot);
+}
+
+static int bench_fikit(const bench_opts_t *o)
+{
+	return gmx_bench_fikit(o->dir, o->quick, o->json, o->plot);
+}
+
+/* Every benchmark, by name (the usage text describes each). */
+static const struct {
+	const char *name;
+	int (*run)(const bench_opts_t *o);
+} benches[] = {
+	{"calibrate", bench_calibrate}, {"msched", bench_msched}, {"fikit", bench_fikit},
+	{"speed", bench_speed},         {"replay", bench_replay},
+};
+
 static void usage(FILE *out)
 {
 	fprintf(out, "usage: gpumux bench NAME [--quick] [--json] [--scenarios DIR] [--traces DIR]\n"
@@ -387,20 +407,14 @@ int gmx_cmd_bench(int argc, char **argv)
 		return 2;
 	}
 	const char *name = argv[optind];
-	if (!strcmp(name, "calibrate"))
-		return bench_calibrate(&o);
-	if (!strcmp(name, "msched")) {
-		int gmx_bench_msched(const char *dir, int quick, int json, const char *plot); /* bench_msched.c */
-		return gmx_bench_msched(o.dir, o.quick, o.json, o.plot);
-	}
-	if (!strcmp(name, "fikit")) {
-		int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot); /* bench_fikit.c */
-		return gmx_bench_fikit(o.dir, o.quick, o.json, o.plot);
-	}
-	if (!strcmp(name, "speed"))
-		return bench_speed(&o);
-	if (!strcmp(name, "replay"))
-		return bench_replay(&o);
-	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed, replay or msched)\n", name);
+	/* Every row reaches a pipe or a file as soon as it is printed. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+		if (!strcmp(name, benches[i].name))
+			return benches[i].run(&o);
+	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected", name);
+	for (size_t i = 0; i < sizeof(benches) / sizeof(benches[0]); i++)
+		fprintf(stderr, "%s %s", i ? "," : "", benches[i].name);
+	fprintf(stderr, ")\n");
 	return 2;
 }

@@ -8,6 +8,8 @@
 
 #include "chart.h"
 #include "commands.h"
+#include "progress.h"
+#include "gpumux/numparse.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -39,11 +41,12 @@ static void usage(FILE *out)
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        run inmem, um, ideal and msched and print them side by side\n"
-		"  --json           print one JSON object instead of a table\n"
 		"  --timeline FILE  also draw the run as a Gantt chart, FILE.svg or FILE.png: per task\n"
 		"                   its kernels, copies, waits, migrations in/out and turns\n"
 		"  --timeline-ms MS the chart's window (default 100 ms)\n"
 		"  --timeline-from MS  where it starts (default: the end of the warm-up)\n"
+		"  --json           print one JSON object instead of a table (with --compare:\n"
+		"                   {scenario, device, seed, compare, runs: [one report per mode]})\n"
 		"  -h, --help       show this help\n"
 		"\n"
 		"Same scenario, options and seed give byte-identical output. See gpumux-sim(1)\n"
@@ -53,24 +56,20 @@ static void usage(FILE *out)
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
 {
-	char *end;
-	errno = 0;
-	double d = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
-		fprintf(stderr, "gpumux sim: %s '%s': expected a number in [%g, %g]\n", opt, v, lo, hi);
+	if (gmx_parse_real(v, lo, hi, out)) {
+		fprintf(stderr, "gpumux sim: %s '%s': expected a decimal number in [%g, %g]\n", opt, v, lo, hi);
 		return -1;
 	}
-	*out = d;
 	return 0;
 }
 
 static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res)
 {
 	char err[1024];
-	int rc = gmx_scenario_run(sc, sched, mem, res, err, sizeof(err));
+	int rc = gmx_progress_run(sc, sched, mem, res, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux sim: %s\n", err);
-	return rc == -EINVAL ? 2 : rc ? 1 : 0;
+	return rc ? 1 : 0;
 }
 
 /* --timeline: where, and which window of the run (ms from its start; from < 0: the warm-up's end). */
@@ -129,7 +128,7 @@ static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int js
 
 /* Every memory mode side by side: inmem, um and ideal under the scenario's
  * timeslice, msched at its own slice. */
-static int compare(gmx_scenario_t *sc)
+static int compare(gmx_scenario_t *sc, int json)
 {
 	static const char *const modes[] = {"inmem", "um", "ideal", "msched"};
 	enum { N = sizeof(modes) / sizeof(modes[0]) };
@@ -142,6 +141,25 @@ static int compare(gmx_scenario_t *sc)
 			free(r);
 			return rc;
 		}
+	}
+	if (json) {
+		/* {"scenario", "device", "seed", "runs": [one report per mode, as --json prints it]} */
+		json_t *root = json_object(), *runs = json_array();
+		if (root && runs) {
+			json_object_set_new(root, "scenario", json_string(sc->name));
+			json_object_set_new(root, "device", json_string(sc->device->name));
+			json_object_set_new(root, "seed", json_integer((json_int_t)sc->seed));
+			json_object_set_new(root, "compare", json_true());
+			for (int m = 0; m < N; m++) {
+				gmx_run_info_t info = {sc->name, "timeslice", modes[m], sc->device->name, sc->seed};
+				json_array_append_new(runs, gmx_report_object(&info, &r[m]));
+			}
+			json_object_set_new(root, "runs", runs);
+			runs = NULL;
+		}
+		json_decref(runs);
+		free(r);
+		return gmx_report_print(stdout, root) ? 1 : 0;
 	}
 	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB; timeslice %.1f ms, msched slice %.0f ms\n",
 	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9,
@@ -193,15 +211,32 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
-	double seed = -1, duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	double duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	uint64_t seed = 0;
+	int have_seed = 0;
 	int json = 0, cmp = 0, c;
 	tl_opts_t tlo = {NULL, -1, 100};
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's': sched = optarg; break;
-		case 'm': mem = optarg; break;
+		case 's':
+			sched = optarg;
+			if (!gmx_sched_find(sched)) {
+				char names[128];
+				gmx_sched_names(names, sizeof(names));
+				fprintf(stderr, "gpumux sim: --sched: unknown scheduler '%s' (expected %s)\n", sched, names);
+				return 2;
+			}
+			break;
+		case 'm':
+			mem = optarg;
+			if (gmx_mem_mode_parse(mem) < 0) {
+				fprintf(stderr, "gpumux sim: --mem: unknown memory mode '%s' (expected %s)\n", mem,
+					GMX_MEM_MODE_NAMES);
+				return 2;
+			}
+			break;
 		case 'o': only = optarg; break;
 		case 'p': profile = optarg; break;
 		case 'j': json = 1; break;
@@ -216,8 +251,11 @@ int gmx_cmd_sim(int argc, char **argv)
 				return 2;
 			break;
 		case 'S':
-			if (parse_num("--seed", optarg, 0, 9007199254740992.0, &seed))
+			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
+				fprintf(stderr, "gpumux sim: --seed '%s': expected a non-negative decimal integer\n", optarg);
 				return 2;
+			}
+			have_seed = 1;
 			break;
 		case 'd':
 			if (parse_num("--duration", optarg, 1e-6, 86400, &duration))
@@ -228,11 +266,11 @@ int gmx_cmd_sim(int argc, char **argv)
 				return 2;
 			break;
 		case 'l':
-			if (parse_num("--slice-ms", optarg, 0.01, 60000, &slice))
+			if (parse_num("--slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &slice))
 				return 2;
 			break;
 		case 'L':
-			if (parse_num("--mem-slice-ms", optarg, 0.01, 60000, &mem_slice))
+			if (parse_num("--mem-slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &mem_slice))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -260,8 +298,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		return 1;
 	}
 	sc.profile = profile;
-	if (seed >= 0)
-		sc.seed = (uint64_t)seed;
+	if (have_seed)
+		sc.seed = seed;
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
 	if (warmup >= 0)
@@ -290,7 +328,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.tasks[0] = keep;
 		sc.n_tasks = 1;
 	}
-	int rc = cmp ? compare(&sc) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json, &tlo);
+	int rc = cmp ? compare(&sc, json) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json, &tlo);
 	sc.n_tasks = all;
 	gmx_scenario_free(&sc);
 	return rc;

@@ -40,6 +40,12 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
 
+void gmxd__owe(client_t *c, int64_t now)
+{
+	if (c->inflight == 0 && c->evicts == 0)
+		c->last_progress = now;
+}
+
 void gmxd__cut(client_t *c, const char *why)
 {
 	if (c->cut || c->dead)
@@ -115,8 +121,8 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	int64_t now = gmxd__now_ns();
 	d->state = D_GRANTED;
 	c->queued--;
-	if (c->inflight++ == 0)
-		c->last_progress = now;
+	gmxd__owe(c, now);
+	c->inflight++;
 	c->grants++;
 	SRV.total_grants++;
 	c->last_grant_ns = now;
@@ -261,20 +267,21 @@ void gmxd__drop_client(client_t *c, const char *why)
 	uint32_t task = c->task;
 	char name[GMX_NAME_MAX];
 	memcpy(name, c->name, sizeof name);
+	/* task_done first: the policy then hands out its queued commands at once (they complete
+	 * unrun, and the slot is free for a new client), and learns nothing from the killed work. */
 	SRV.in_policy = 1;
-	gmxd__run_deferred();
 	SRV.ops->task_done(SRV.pol, task);
 	gmxd__run_deferred();
 	SRV.in_policy = 0;
 	gmxd__flush_actions();
-	/* A task's profile is saved when the last client of its name leaves (and at shutdown),
-	 * so a daemon that is killed later loses nothing that task taught it. */
+	/* A task's profile is saved when the last client of its name leaves (at most every
+	 * GMXD_SAVE_INTERVAL_NS; and at shutdown), so a daemon that is killed later loses at most
+	 * that much of what that task taught it. */
 	int same_name = 0;
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
 		same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
-	for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
-		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
-			gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
+	if (!same_name)
+		gmxd__store_left(name, gmxd__now_ns());
 	maybe_free_slot(c);
 }
 

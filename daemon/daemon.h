@@ -19,11 +19,11 @@
 
 /* Tunables: default and bounds in one place (config keys in docs/daemon.md). */
 #define GMXD_SLICE_US_DEFAULT 2000
-#define GMXD_SLICE_US_MIN 10
-#define GMXD_SLICE_US_MAX 60000000
+#define GMXD_SLICE_US_MIN (GMX_SLICE_NS_MIN / 1000) /* core's bounds (gpumux/sched.h), in us */
+#define GMXD_SLICE_US_MAX (GMX_SLICE_NS_MAX / 1000)
 #define GMXD_INFLIGHT_DEFAULT 2
-#define GMXD_INFLIGHT_MIN 1
-#define GMXD_INFLIGHT_MAX 1024
+#define GMXD_INFLIGHT_MIN GMX_INFLIGHT_MIN
+#define GMXD_INFLIGHT_MAX GMX_INFLIGHT_MAX
 #define GMXD_MAX_CLIENTS_DEFAULT 32
 #define GMXD_MAX_CLIENTS_MAX (GMX_MAX_TASKS - 1)
 #define GMXD_UNRESPONSIVE_MS_DEFAULT 5000 /* longer than any kernel the operator runs */
@@ -34,9 +34,11 @@
 #define GMXD_SPIN_US_DEFAULT 0 /* busy-poll the rings before sleeping (0: never) */
 #define GMXD_SPIN_US_MAX 10000
 #define GMXD_ALLOW_MAX 32
+#define GMXD_CLIENTS_RESERVE 4 /* of max_clients, kept for root and the daemon's user */
 #define GMXD_ALLOCS_PER_CLIENT 4096
 #define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
 #define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
+#define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 
 /* Metrics (docs/metrics.md): the Prometheus text is rendered on request into a buffer of at most
  * GMXD_METRICS_MAX bytes; the HTTP endpoint serves at most GMXD_HTTP_CONNECTIONS connections
@@ -66,7 +68,7 @@ typedef struct {
 	char runtime_dir[256];
 	char policy[32];
 	long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
-	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: max_clients */
+	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: half of max_clients */
 	uid_t allow_uid[GMXD_ALLOW_MAX];
 	int n_allow_uid;
 	gid_t allow_gid[GMXD_ALLOW_MAX];

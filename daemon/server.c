@@ -202,6 +202,7 @@ void gmxd__fini(void)
 	SRV.act_head = SRV.act_tail = NULL;
 	gmxd_mem_destroy(SRV.mem);
 	SRV.mem = NULL;
+	gmxd__store_tick(gmxd__now_ns(), 1);
 	for (int i = 0; i < GMX_MAX_TASKS; i++)
 		if (SRV.store[i].used)
 			gmx_kprof_free(&SRV.store[i].prof);
@@ -254,6 +255,7 @@ void gmxd__tick(int64_t now)
 		}
 	}
 	gmxd__pending_expire(now);
+	gmxd__store_tick(now, 0);
 }
 
 int gmxd__check(char *err, size_t err_len)

@@ -20,6 +20,8 @@
 
 #include "engine_internal.h"
 
+#define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
+
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
     "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo"};
 
@@ -725,9 +727,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		gmx_sim__push(&s, warmup, EV_WARMUP, 0, 0);
 	gmx_sim__push(&s, warmup + cfg->duration_ns, EV_STOP, 0, 0);
 	gmx_event_t e;
+	const double span_ns = (double)(warmup + cfg->duration_ns);
 	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
 		s.now = e.time;
 		s.events++;
+		if (cfg->progress && !(s.events & GMX_SIM_PROGRESS_EVERY))
+			cfg->progress(cfg->progress_ctx, (double)s.now / span_ns);
 		scmd_t *x = (scmd_t *)(uintptr_t)e.b;
 		switch (e.kind) {
 		case EV_HOST:

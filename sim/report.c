@@ -11,7 +11,7 @@ static json_t *num_or_null(double v, int applies)
 	return applies ? json_real(v) : json_null();
 }
 
-int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+json_t *gmx_report_object(const gmx_run_info_t *info, const gmx_sim_result_t *r)
 {
 	json_t *root = json_object();
 	json_t *tasks = json_array();
@@ -20,7 +20,7 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		json_decref(root);
 		json_decref(tasks);
 		json_decref(mem);
-		return -ENOMEM;
+		return NULL;
 	}
 	json_object_set_new(root, "scenario", json_string(info->scenario));
 	json_object_set_new(root, "sched", json_string(info->sched));
@@ -85,11 +85,23 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 				    json_integer((json_int_t)m->predicted_missing));
 		json_object_set_new(root, "msched", ms);
 	}
+	return root;
+}
+
+int gmx_report_print(FILE *out, json_t *root)
+{
+	if (!root)
+		return -ENOMEM;
 	int rc = json_dumpf(root, out, JSON_REAL_PRECISION(9) | JSON_PRESERVE_ORDER | JSON_COMPACT);
 	json_decref(root);
 	if (rc || fputc('\n', out) == EOF)
 		return -EIO;
 	return 0;
+}
+
+int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+{
+	return gmx_report_print(out, gmx_report_object(info, r));
 }
 
 static void fmt_lat(char *buf, size_t len, double s)

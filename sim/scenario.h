@@ -24,6 +24,8 @@ typedef struct gmx_scenario {
 	uint32_t n_tasks;
 	const char *profile;   /* kernel profile file for fikit, NULL: measure (not owned) */
 	struct gmx_sim_timeline *timeline; /* when set, runs record their timeline there (not owned) */
+	void (*progress)(void *ctx, double done); /* passed to the runs (gmx_sim_config_t) */
+	void *progress_ctx;
 } gmx_scenario_t;
 
 /* Reads and builds a scenario (workloads included). 0, or a negative errno

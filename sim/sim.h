@@ -21,6 +21,7 @@ typedef enum gmx_mem_mode {
 	GMX_MEM_MSCHED_FIFO,	   /* the driver's eviction order */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
+#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo"
 
 typedef enum gmx_arrival_kind {
 	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */
@@ -76,6 +77,10 @@ typedef struct gmx_sim_config {
 	uint32_t n_tasks;
 	gmx_sim_timeline_t *timeline;	     /* when not NULL, every executed command is appended */
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
+	/* When not NULL, called now and then with the share of the run's simulated time done
+	 * (0 to 1), so that a front end can show progress; it must not touch the run. */
+	void (*progress)(void *ctx, double done);
+	void *progress_ctx;
 } gmx_sim_config_t;
 
 /* A task's figures over the measured window (after the warm-up), except jct_s. */

@@ -1,7 +1,9 @@
 /* Writer of the native workload format (docs/workload-format.md): refuses a
  * workload the reader (workload_read.c) could not read back exactly, and
- * replaces the target atomically (a temporary beside it, fsync, rename). */
+ * writes the target as io/outfile.c does (a regular file replaced atomically). */
 #include "gpumux/workload_io.h"
+
+#include "gpumux/outfile.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -169,6 +171,7 @@ static void write_body(const gmx_workload_t *w, FILE *out)
 			break;
 		}
 	}
+	fprintf(out, "end buffers=%u knames=%u ops=%u\n", w->n_buffers, w->n_names, w->n_ops);
 }
 
 int gmx_workload_write_stream(const gmx_workload_t *w, FILE *out)
@@ -191,38 +194,10 @@ int gmx_workload_write(const gmx_workload_t *w, const char *path, char *err, siz
 	int rc = writable(w, err, err_len);
 	if (rc)
 		return rc;
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 32);
-	if (!tmp) {
-		snprintf(err, err_len, "%s: out of memory", path);
-		return -ENOMEM;
-	}
-	/* The temporary sits beside the target so that rename() stays on one
-	 * file system and is atomic; the pid keeps concurrent writers apart. */
-	snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-	FILE *out = fopen(tmp, "w");
-	if (!out) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot create the temporary %s: %s", path, tmp, strerror(-rc));
-		free(tmp);
-		return rc;
-	}
-	setvbuf(out, NULL, _IOFBF, 1 << 20);
-	write_body(w, out);
-	if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0) {
-		rc = -(errno ? errno : EIO);
-		snprintf(err, err_len, "%s: write failed: %s", tmp, strerror(-rc));
-	}
-	if (fclose(out) != 0 && !rc) {
-		rc = -(errno ? errno : EIO);
-		snprintf(err, err_len, "%s: write failed: %s", tmp, strerror(-rc));
-	}
-	if (!rc && rename(tmp, path) != 0) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot rename %s into place: %s", path, tmp, strerror(-rc));
-	}
+	gmx_outfile_t o;
+	rc = gmx_outfile_open(&o, path, err, err_len);
 	if (rc)
-		unlink(tmp);
-	free(tmp);
-	return rc;
+		return rc;
+	write_body(w, o.f);
+	return gmx_outfile_commit(&o, err, err_len);
 }

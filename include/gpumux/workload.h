@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GMX_WORKLOAD_FORMAT_VERSION 1
+#define GMX_WORKLOAD_FORMAT_VERSION 2
 
 /* Kinds of operation a host thread issues. */
 typedef enum gmx_op_kind {

@@ -139,7 +139,7 @@ profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
     # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of
     # measuring again. A name that cannot be a file name is never written.
-    "$D" --help | grep -q fikit || { echo "skipped: no fikit policy in this build"; exit 0; }
+    "$D" --help | grep -q fikit || { echo "SKIPPED: no fikit policy in this build"; exit 77; }
     start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
     # serve's profile is saved when serve leaves, while odd is still connected.
     client odd 5 -- --kernels lp:300 --count 100000 --sync-every 16
@@ -302,9 +302,12 @@ restart)
     # The daemon is killed mid-run and started again: the client runs in pass-through
     # meanwhile, reconnects, and every command completes in order.
     start_daemon
-    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8
-    for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    rm -f "$R/rs.go"
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --pause-at 100 --resume-when "$R/rs.go"
+    for _ in $(seq 400); do grep -q "^paused" "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^paused" "$R/rs.out" || fail "the client never reached kernel 100"
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    touch "$R/rs.go" # the client goes on while no daemon runs
     for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
     start_daemon
     wait $PID_rs

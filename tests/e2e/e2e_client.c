@@ -4,7 +4,8 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--start-when FILE] [--record-every K] [--hold-ms MS] [--linger-when FILE]
+ *              [--start-when FILE] [--pause-at I --resume-when FILE] [--record-every K]
+ *              [--hold-ms MS] [--linger-when FILE]
  *              [--hostile bad-hello|bad-ring|stall|huge-alloc|status-len|hello-nonul|silent:N|crowd:N]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
@@ -13,6 +14,8 @@
  * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
  * --start-when: after its allocation and one event record (which connects it to gpumuxd), write
  * "ready" and wait (up to 20 s) until FILE exists, so that several clients launch together.
+ * --pause-at I --resume-when FILE: after kernel I-1, synchronise, write "paused" and wait (up
+ * to 20 s) until FILE exists, so that a test can act at that point however slow the machine.
  * --record-every K records an event after every K kernels (never waited for). --hostile talks
  * garbage to gpumuxd (no CUDA at all): silent:N opens N connections that say nothing for
  * --hold-ms (default 6000) and reports how the daemon answered; crowd:N sends N HELLOs at once
@@ -311,11 +314,26 @@ static int hostile(const char *how, long hold_ms)
 	}
 }
 
+/* Waits until path exists: 0, or -1 (said) after 20 s. */
+static int wait_for(const char *path)
+{
+	for (int t = 0; access(path, F_OK) != 0; t++) {
+		if (t == 20000) {
+			fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", path);
+			return -1;
+		}
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *linger_when = NULL;
+	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *resume_when = NULL,
+		   *linger_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000;
+	     record_every = 0, hold_ms = 6000, pause_at = -1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -339,6 +357,10 @@ int main(int argc, char **argv)
 			start_when = argv[i + 1];
 		else if (!strcmp(argv[i], "--linger-when"))
 			linger_when = argv[i + 1];
+		else if (!strcmp(argv[i], "--pause-at"))
+			pause_at = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--resume-when"))
+			resume_when = argv[i + 1];
 		else if (!strcmp(argv[i], "--hostile"))
 			how = argv[i + 1];
 		else if (!strcmp(argv[i], "--hold-ms"))
@@ -350,6 +372,10 @@ int main(int argc, char **argv)
 	}
 	if (how)
 		return hostile(how, hold_ms);
+	if ((pause_at >= 0) != (resume_when != NULL)) {
+		fprintf(stderr, "e2e_client: --pause-at and --resume-when go together\n");
+		return 2;
+	}
 	FILE *log = out ? fopen(out, "w") : stdout;
 	if (!log) {
 		perror(out);
@@ -407,16 +433,16 @@ int main(int argc, char **argv)
 		CU(cuEventSynchronize(ev));
 		CU(cuEventDestroy(ev));
 		fprintf(log, "ready\n");
-		for (int t = 0; access(start_when, F_OK) != 0; t++) {
-			if (t == 20000) {
-				fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", start_when);
-				return 1;
-			}
-			struct timespec ms = {0, 1000000};
-			nanosleep(&ms, NULL);
-		}
+		if (wait_for(start_when) != 0)
+			return 1;
 	}
 	for (long i = 0; i < count; i++) {
+		if (i == pause_at) {
+			CU(cuStreamSynchronize(st));
+			fprintf(log, "paused\n");
+			if (wait_for(resume_when) != 0)
+				return 1;
+		}
 		int k = (int)(i % nk), idx = (int)i;
 		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
 		unsigned long long touch = (unsigned long long)touch_mb << 20;
