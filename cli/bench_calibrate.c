@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "memspace.h"
 #include "scenario.h"
@@ -112,7 +113,7 @@ static int off_target(double ratio)
 }
 
 /* Runs everything; prints the tables unless json, then one JSON object. */
-int gmx_bench_calibrate(const char *dir, int quick, int json)
+int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 {
 	const gmx_preset_t *dev = gmx_preset_find("rtx5080");
 	double single, link, sweep;
@@ -248,6 +249,7 @@ int gmx_bench_calibrate(const char *dir, int quick, int json)
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s%s\n", json ? "" : "\n", s ? s : "{}");
 	free(s);
+	int prc = plot ? gmx_bench_plot(plot, "calibrate", root) : 0;
 	json_decref(root);
-	return 0;
+	return prc;
 }

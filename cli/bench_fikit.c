@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_plot.h"
 #include "fikit.h"
 #include "gpumux/kprofile.h"
 #include "bench_util.h"
@@ -152,7 +153,7 @@ static int hp_index(const gmx_scenario_t *sc)
 	return hp;
 }
 
-int gmx_bench_fikit(const char *dir, int quick, int json)
+int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/fikit", dir);
@@ -243,15 +244,14 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 			}
 			char name[64];
 			snprintf(name, sizeof(name), "%.*s", (int)strlen(files[i]) - 4, files[i]);
-			if (json) {
-				json_array_append_new(
-					jpairs, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "pair", name,
-							  "sched", scheds[k], "hp_p50_vs_alone", w.hp_p50,
-							  "hp_p95_vs_alone", w.hp_p95, "hp_p99_vs_alone", w.hp_p99,
-							  "hp_jct_vs_alone", w.hp_jct, "hp_p99_s", w.hp_p99_abs,
-							  "lp_throughput_vs_alone", w.lp_tput, "lp_throughput_vs_timeslice",
-							  w.lp_vs_ts, "stp", w.stp, "hp_speedup_vs_timeslice", w.hp_speedup));
-			} else {
+			json_array_append_new(
+				jpairs, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "pair", name,
+						  "sched", scheds[k], "hp_p50_vs_alone", w.hp_p50,
+						  "hp_p95_vs_alone", w.hp_p95, "hp_p99_vs_alone", w.hp_p99,
+						  "hp_jct_vs_alone", w.hp_jct, "hp_p99_s", w.hp_p99_abs,
+						  "lp_throughput_vs_alone", w.lp_tput, "lp_throughput_vs_timeslice",
+						  w.lp_vs_ts, "stp", w.stp, "hp_speedup_vs_timeslice", w.hp_speedup));
+			if (!json) {
 				printf("%-38s %-10s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.2f %8.2f\n", k ? "" : name,
 				       scheds[k], w.hp_p50, w.hp_p95, w.hp_p99, w.hp_jct, w.lp_tput, w.lp_vs_ts, w.stp,
 				       w.hp_speedup);
@@ -275,16 +275,15 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 	for (int i = 0; i < n_sp; i++)
 		above += sps[i] > 3.4;
 	double dns = decision_ns(quick);
+	json_t *o = json_pack("{s:s,s:o,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:i},s:{s:f,s:i,s:i}}", "benchmark", "fikit",
+			      "pairs", jpairs, "fikit", "worst_hp_p99_vs_alone", worst_hp,
+			      "worst_lp_vs_timeslice", worst_lp, "best_lp_vs_timeslice", best_lp,
+			      "hp_speedup_vs_timeslice_min", min_sp, "hp_speedup_vs_timeslice_median", med_sp,
+			      "hp_speedup_vs_timeslice_max", max_sp, "hp_speedup_above_3_4", above, "decision",
+			      "ns", dns, "levels", 10, "queued", 1000);
 	if (json) {
-		json_t *o = json_pack("{s:s,s:o,s:{s:f,s:f,s:f,s:f,s:f,s:f,s:i},s:{s:f,s:i,s:i}}", "benchmark", "fikit",
-				      "pairs", jpairs, "fikit", "worst_hp_p99_vs_alone", worst_hp,
-				      "worst_lp_vs_timeslice", worst_lp, "best_lp_vs_timeslice", best_lp,
-				      "hp_speedup_vs_timeslice_min", min_sp, "hp_speedup_vs_timeslice_median", med_sp,
-				      "hp_speedup_vs_timeslice_max", max_sp, "hp_speedup_above_3_4", above, "decision",
-				      "ns", dns, "levels", 10, "queued", 1000);
 		json_dumpf(o, stdout, JSON_COMPACT);
 		printf("\n");
-		json_decref(o);
 	} else {
 		printf("\nfikit over %d pairs against default sharing (timeslice, the GPU's priority-blind time slicing):\n"
 		       "  worst HP p99/alone %.3f (target <= 1.10)\n"
@@ -295,5 +294,7 @@ int gmx_bench_fikit(const char *dir, int quick, int json)
 		printf("BestPrioFit decision, 10 levels, 1,000 queued kernels: %.0f ns (median of 9 rounds; target < 1 us)\n",
 		       dns);
 	}
-	return 0;
+	int prc = plot ? gmx_bench_plot(plot, "fikit", o) : 0;
+	json_decref(o);
+	return prc;
 }

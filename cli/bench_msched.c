@@ -12,6 +12,7 @@
 #include "gpumux/gen.h"
 #include "gpumux/template.h"
 #include "msched.h"
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "progress.h"
 #include "scenario.h"
@@ -178,7 +179,7 @@ static json_t *bench_accuracy(const char *shared, int print, json_t *failed)
 	return rows;
 }
 
-int gmx_bench_msched(const char *dir, int quick, int json)
+int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 {
 	json_t *failed = json_array(); /* what could not run, by name */
 	static const char *const mixes[] = {"a", "b", "c", "d"};
@@ -402,6 +403,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 			fprintf(stderr, "%s %s", i ? "," : "", json_string_value(json_array_get(failed, i)));
 		fprintf(stderr, " (their rows are missing)\n");
 	}
+	int prc = plot ? gmx_bench_plot(plot, "msched", root) : 0;
 	json_decref(root);
-	return n_failed ? 1 : 0;
+	return n_failed ? 1 : prc;
 }

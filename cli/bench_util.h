@@ -7,14 +7,16 @@
 #include "sim.h"
 
 /* gpumux bench msched (bench_msched.c): the scenarios under dir; 0, or 1 when a run failed
- * (each named on standard error). */
-int gmx_bench_msched(const char *dir, int quick, int json);
+ * (each named on standard error). plot: also its charts there (gpumux bench --plot), or NULL. */
+int gmx_bench_msched(const char *dir, int quick, int json, const char *plot);
 
-/* gpumux bench calibrate (bench_calibrate.c): the unified-memory model against the paper; exit code. */
-int gmx_bench_calibrate(const char *dir, int quick, int json);
+/* gpumux bench calibrate (bench_calibrate.c): the unified-memory model against the paper;
+ * plot: also its chart there (gpumux bench --plot), or NULL. Exit code. */
+int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot);
 
-/* gpumux bench fikit (bench_fikit.c): the pairs under dir/fikit; 0, or 1 on the first failure. */
-int gmx_bench_fikit(const char *dir, int quick, int json);
+/* gpumux bench fikit (bench_fikit.c): the pairs under dir/fikit; 0, or 1 on the first failure.
+ * plot: also its charts there (gpumux bench --plot), or NULL. */
+int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);
 
 /* Monotonic wall-clock seconds. */
 static inline double gmx_bench_wall_s(void)

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "replay.h"
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "progress.h"
 #include "scenario.h"
@@ -21,6 +22,7 @@ typedef struct bench_opts {
 	const char *dir;    /* scenarios folder */
 	const char *traces; /* the shared traces folder */
 	int json, quick;
+	const char *plot; /* --plot DIR: charts there, or NULL */
 } bench_opts_t;
 
 /* Loads dir/name and runs it under (sched, mem); whole: measure the warm-up too
@@ -167,17 +169,17 @@ static int bench_replay(const bench_opts_t *o)
 
 static int bench_calibrate(const bench_opts_t *o)
 {
-	return gmx_bench_calibrate(o->dir, o->quick, o->json);
+	return gmx_bench_calibrate(o->dir, o->quick, o->json, o->plot);
 }
 
 static int bench_msched(const bench_opts_t *o)
 {
-	return gmx_bench_msched(o->dir, o->quick, o->json);
+	return gmx_bench_msched(o->dir, o->quick, o->json, o->plot);
 }
 
 static int bench_fikit(const bench_opts_t *o)
 {
-	return gmx_bench_fikit(o->dir, o->quick, o->json);
+	return gmx_bench_fikit(o->dir, o->quick, o->json, o->plot);
 }
 
 /* Every benchmark, by name (the usage text describes each). */
@@ -212,6 +214,8 @@ static void usage(FILE *out)
 		     "options:\n"
 		     "  --quick          only the 150%% scenarios\n"
 		     "  --json           print only the JSON object (a table and the JSON otherwise)\n"
+		     "  --plot DIR       also draw the table as bar charts (SVG, PNG) in DIR (calibrate, msched,\n"
+		     "                   fikit)\n"
 		     "  --scenarios DIR  where the shipped scenarios are (default: scenarios)\n"
 		     "  --traces DIR     where the shared traces are (default: ../shared/traces)\n"
 		     "  -h, --help       show this help\n");
@@ -222,6 +226,7 @@ int gmx_cmd_bench(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"quick", no_argument, 0, 'q'}, {"json", no_argument, 0, 'j'},
 		{"scenarios", required_argument, 0, 's'}, {"traces", required_argument, 0, 't'},
+		{"plot", required_argument, 0, 'P'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	bench_opts_t o = {.dir = "scenarios", .traces = "../shared/traces"};
@@ -234,6 +239,7 @@ int gmx_cmd_bench(int argc, char **argv)
 		case 'j': o.json = 1; break;
 		case 's': o.dir = optarg; break;
 		case 't': o.traces = optarg; break;
+		case 'P': o.plot = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "gpumux bench: unknown or incomplete option '%s' (try gpumux bench --help)\n",

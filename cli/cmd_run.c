@@ -23,6 +23,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: gpumux run [--priority N] [--name NAME] [--oversubscribe [--templates FILE]]\n"
 		"                  [--runtime-dir DIR] -- COMMAND [ARGS...]\n"
+		"       gpumux run [--priority N] [--name NAME] [--oversubscribe ...] --print-env\n"
 		"  Runs COMMAND unchanged with gpumux's libcuda.so.1 first on LD_LIBRARY_PATH; its\n"
 		"  GPU work is scheduled by gpumuxd (pass-through while no daemon runs).\n"
 		"  --priority N       0 (highest) to 9 (default 5)\n"
@@ -32,13 +33,15 @@ static void usage(FILE *f)
 		"                     migrates what each kernel is predicted to touch, not whole\n"
 		"                     allocations\n"
 		"  --runtime-dir DIR  where gpumuxd's socket is (default $GPUMUX_RUNTIME_DIR or %s)\n"
+		"  --print-env        print the environment instead (export NAME=VALUE and unset NAME\n"
+		"                     lines: a Slurm TaskProlog's output, or for eval)\n"
 		"  GPUMUX_SHIM_DIR overrides where the interposer is looked for.\n",
 		GMX_RUNTIME_DIR_DEFAULT);
 }
 
 /* The directory holding the interposer: $GPUMUX_SHIM_DIR, next to the binary in a build tree
  * (shim/), or the installed library directory (../lib, ../lib64, ...: gpumux/). */
-static int find_shim(char *out, size_t len)
+int gmx_find_shim(char *out, size_t len)
 {
 	const char *env = getenv("GPUMUX_SHIM_DIR");
 	struct stat st;
@@ -108,16 +111,17 @@ int gmx_cmd_run(int argc, char **argv)
 					     {"oversubscribe", no_argument, 0, 'o'},
 					     {"templates", required_argument, 0, 't'},
 					     {"runtime-dir", required_argument, 0, 'r'},
+					     {"print-env", no_argument, 0, 'e'},
 					     {"help", no_argument, 0, 'h'},
 					     {0, 0, 0, 0}};
 	long prio = 5;
 	const char *name = NULL, *dir = getenv("GPUMUX_RUNTIME_DIR"), *tpl = NULL;
-	int oversub = 0, o;
+	int oversub = 0, print_env = 0, o;
 	if (!dir || !*dir)
 		dir = GMX_RUNTIME_DIR_DEFAULT;
 	optind = 1;
 	/* '+': stop at the first non-option, so COMMAND's own options are left alone. */
-	while ((o = getopt_long(argc, argv, "+p:n:ot:r:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+p:n:ot:r:eh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'p': {
 			uint64_t v;
@@ -146,6 +150,9 @@ int gmx_cmd_run(int argc, char **argv)
 		case 'r':
 			dir = optarg;
 			break;
+		case 'e':
+			print_env = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -154,12 +161,16 @@ int gmx_cmd_run(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind >= argc) {
+	if (optind >= argc && !print_env) {
 		fprintf(stderr, "gpumux run: no command given\n");
 		usage(stderr);
 		return 2;
 	}
-	char **cmd = argv + optind;
+	char **cmd = optind < argc ? argv + optind : NULL;
+	if (cmd && print_env) {
+		fprintf(stderr, "gpumux run: --print-env takes no command\n");
+		return 2;
+	}
 	char tpl_abs[PATH_MAX];
 	if (tpl) {
 		if (!oversub) {
@@ -179,7 +190,7 @@ int gmx_cmd_run(int argc, char **argv)
 		}
 	}
 	char shim[PATH_MAX];
-	if (find_shim(shim, sizeof shim) != 0) {
+	if (gmx_find_shim(shim, sizeof shim) != 0) {
 		fprintf(stderr, "gpumux run: the interposer libcuda.so.1 was not found (looked in "
 				"$GPUMUX_SHIM_DIR, <bindir>/shim and <bindir>/../lib*/gpumux); set "
 				"GPUMUX_SHIM_DIR to its directory\n");
@@ -188,7 +199,7 @@ int gmx_cmd_run(int argc, char **argv)
 	/* Ask the daemon first, so a user it will not serve hears it now, plainly. */
 	static char st[GMX_CTRL_MAX];
 	char err[512];
-	int rc = gmx_status_fetch(dir, st, sizeof st, err, sizeof err);
+	int rc = print_env ? 0 : gmx_status_fetch(dir, st, sizeof st, err, sizeof err);
 	if (rc == -EACCES || rc == -EPROTONOSUPPORT) {
 		fprintf(stderr, "gpumux run: %s\n", err);
 		return 1;
@@ -199,7 +210,7 @@ int gmx_cmd_run(int argc, char **argv)
 	else if (rc != 0)
 		fprintf(stderr, "gpumux run: warning: %s; %s runs in pass-through until gpumuxd serves it\n",
 			err, cmd[0]);
-	else
+	else if (!print_env)
 		warn_if_full(st, cmd[0]);
 	const char *old = getenv("LD_LIBRARY_PATH");
 	size_t need = strlen(shim) + (old ? strlen(old) : 0) + 2;
@@ -212,20 +223,36 @@ int gmx_cmd_run(int argc, char **argv)
 	char pr[8];
 	snprintf(pr, sizeof pr, "%ld", prio);
 	char base[GMX_NAME_MAX];
-	if (!name) {
+	if (!name && cmd) {
 		const char *b = strrchr(cmd[0], '/');
 		snprintf(base, sizeof base, "%s", b ? b + 1 : cmd[0]);
 		name = base;
 	}
-	if (setenv("LD_LIBRARY_PATH", ld, 1) || setenv("GPUMUX_SHIM_POLICY", "daemon", 1) ||
-	    setenv("GPUMUX_RUNTIME_DIR", dir, 1) || setenv("GPUMUX_PRIORITY", pr, 1) ||
-	    setenv("GPUMUX_NAME", name, 1) ||
-	    (oversub ? setenv("GPUMUX_OVERSUBSCRIBE", "1", 1) : unsetenv("GPUMUX_OVERSUBSCRIBE")) ||
-	    (tpl ? setenv("GPUMUX_TEMPLATES", tpl_abs, 1) : unsetenv("GPUMUX_TEMPLATES"))) {
-		fprintf(stderr, "gpumux run: cannot set the environment: %s\n", strerror(errno));
-		return 1;
+	/* What a client of gpumuxd needs (NULL: unset); --print-env prints it. */
+	const struct {
+		const char *k, *v;
+	} env[] = {{"LD_LIBRARY_PATH", ld},
+		   {"GPUMUX_SHIM_POLICY", "daemon"},
+		   {"GPUMUX_RUNTIME_DIR", dir},
+		   {"GPUMUX_PRIORITY", pr},
+		   {"GPUMUX_NAME", name},
+		   {"GPUMUX_OVERSUBSCRIBE", oversub ? "1" : NULL},
+		   {"GPUMUX_TEMPLATES", tpl ? tpl_abs : NULL}};
+	for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
+		if (print_env) {
+			if (env[i].v)
+				printf("export %s=%s\n", env[i].k, env[i].v);
+			else
+				printf("unset %s\n", env[i].k);
+		} else if (env[i].v ? setenv(env[i].k, env[i].v, 1) : unsetenv(env[i].k)) {
+			fprintf(stderr, "gpumux run: cannot set the environment: %s\n", strerror(errno));
+			free(ld);
+			return 1;
+		}
 	}
 	free(ld);
+	if (print_env)
+		return fflush(stdout) == 0 ? 0 : 1;
 	execvp(cmd[0], cmd);
 	fprintf(stderr, "gpumux run: cannot run %s: %s\n", cmd[0], strerror(errno));
 	return errno == ENOENT ? 127 : 126;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chart.h"
 #include "commands.h"
 #include "progress.h"
 #include "gpumux/numparse.h"
@@ -40,6 +41,10 @@ static void usage(FILE *out)
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        run inmem, um, ideal and msched and print them side by side\n"
+		"  --timeline FILE  also draw the run as a Gantt chart, FILE.svg or FILE.png: per task\n"
+		"                   its kernels, copies, waits, migrations in/out and turns\n"
+		"  --timeline-ms MS the chart's window (default 100 ms)\n"
+		"  --timeline-from MS  where it starts (default: the end of the warm-up)\n"
 		"  --json           print one JSON object instead of a table (with --compare:\n"
 		"                   {scenario, device, seed, compare, runs: [one report per mode]})\n"
 		"  -h, --help       show this help\n"
@@ -67,12 +72,49 @@ static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_r
 	return rc ? 1 : 0;
 }
 
-static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int json)
+/* --timeline: where, and which window of the run (ms from its start; from < 0: the warm-up's end). */
+typedef struct {
+	const char *path;
+	double from_ms, span_ms;
+} tl_opts_t;
+
+/* Draws the recorded run's chart; 0 or 1 with the reason on stderr. */
+static int draw_timeline(const tl_opts_t *o, const gmx_sim_timeline_t *tl, const gmx_scenario_t *sc,
+			 const gmx_sim_result_t *res, const char *sched, const char *mem, int64_t from)
+{
+	gmx_chart_task_t tasks[GMX_MAX_TASKS];
+	for (uint32_t i = 0; i < sc->n_tasks; i++)
+		tasks[i] = (gmx_chart_task_t){sc->tasks[i].name, sc->tasks[i].priority};
+	int64_t to = from + (int64_t)llround(o->span_ms * 1e6), end = (int64_t)llround(res->sim_time_s * 1e9);
+	if (to > end)
+		to = end;
+	char title[256], err[512];
+	snprintf(title, sizeof title, "%s on %s: %s, memory %s (%.0f ms from %.0f ms)", sc->name, sc->device->name,
+		 sched, mem, (to - from) / 1e6, from / 1e6);
+	if (gmx_chart_timeline(o->path, tl, tasks, sc->n_tasks, from, to, title, err, sizeof err)) {
+		fprintf(stderr, "gpumux sim: --timeline %s\n", err);
+		return 1;
+	}
+	fprintf(stderr, "gpumux sim: timeline of %.4g ms written to %s\n", (to - from) / 1e6, o->path);
+	return 0;
+}
+
+static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int json, const tl_opts_t *tlo)
 {
 	gmx_sim_result_t *res = calloc(1, sizeof(*res));
 	if (!res)
 		return 1;
+	gmx_sim_timeline_t tl = {0};
+	int64_t from = tlo->from_ms >= 0 ? (int64_t)llround(tlo->from_ms * 1e6) : sc->warmup_ns;
+	if (tlo->path) {
+		tl.until_ns = from + (int64_t)llround(tlo->span_ms * 1e6);
+		sc->timeline = &tl;
+	}
 	int rc = run(sc, sched, mem, res);
+	sc->timeline = NULL;
+	if (!rc && tlo->path)
+		rc = draw_timeline(tlo, &tl, sc, res, sched, mem, from);
+	free(tl.spans);
 	if (!rc) {
 		gmx_run_info_t info = {sc->name, sched, mem, sc->device->name, sc->seed};
 		if (json)
@@ -164,6 +206,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"slice-ms", required_argument, 0, 'l'}, {"mem-slice-ms", required_argument, 0, 'L'},
 		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
 		{"profile", required_argument, 0, 'p'},
+		{"timeline", required_argument, 0, 'T'}, {"timeline-ms", required_argument, 0, 'M'},
+		{"timeline-from", required_argument, 0, 'F'},
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
@@ -171,6 +215,7 @@ int gmx_cmd_sim(int argc, char **argv)
 	uint64_t seed = 0;
 	int have_seed = 0;
 	int json = 0, cmp = 0, c;
+	tl_opts_t tlo = {NULL, -1, 100};
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -196,6 +241,15 @@ int gmx_cmd_sim(int argc, char **argv)
 		case 'p': profile = optarg; break;
 		case 'j': json = 1; break;
 		case 'c': cmp = 1; break;
+		case 'T': tlo.path = optarg; break;
+		case 'M':
+			if (parse_num("--timeline-ms", optarg, 0.001, 86400e3, &tlo.span_ms))
+				return 2;
+			break;
+		case 'F':
+			if (parse_num("--timeline-from", optarg, 0, 86400e3, &tlo.from_ms))
+				return 2;
+			break;
 		case 'S':
 			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
 				fprintf(stderr, "gpumux sim: --seed '%s': expected a non-negative decimal integer\n", optarg);
@@ -223,6 +277,13 @@ int gmx_cmd_sim(int argc, char **argv)
 		default:
 			fprintf(stderr, "gpumux sim: unknown or incomplete option '%s' (try gpumux sim --help)\n",
 				argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (tlo.path) {
+		size_t l = strlen(tlo.path);
+		if (l < 5 || (strcmp(tlo.path + l - 4, ".svg") && strcmp(tlo.path + l - 4, ".png"))) {
+			fprintf(stderr, "gpumux sim: --timeline %s: expected a file name ending in .svg or .png\n", tlo.path);
 			return 2;
 		}
 	}
@@ -267,7 +328,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.tasks[0] = keep;
 		sc.n_tasks = 1;
 	}
-	int rc = cmp ? compare(&sc, json) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
+	int rc = cmp ? compare(&sc, json) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json, &tlo);
 	sc.n_tasks = all;
 	gmx_scenario_free(&sc);
 	return rc;

@@ -3,12 +3,10 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "../daemon/gmx_proto.h"
@@ -18,62 +16,18 @@
 
 int gmx_status_fetch(const char *dir, char *buf, size_t len, char *err, size_t err_len)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, GMX_SOCKET_NAME);
-	if (n < 0 || (size_t)n >= sizeof sa.sun_path) {
-		snprintf(err, err_len, "runtime directory %s is too long for a socket path", dir);
-		return -ENAMETOOLONG;
-	}
-	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (s < 0) {
-		snprintf(err, err_len, "socket: %s", strerror(errno));
-		return -errno;
-	}
-	if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
-		int e = errno;
-		snprintf(err, err_len,
-			 "no gpumuxd listening on %s (%s); start it with `gpumuxd` or "
-			 "set GPUMUX_RUNTIME_DIR",
-			 sa.sun_path, strerror(e));
-		close(s);
-		return -e;
-	}
-	gmx_msg_hdr_t h;
-	gmx_msg_init(&h, GMX_MSG_STATUS_REQ, sizeof h);
-	/* A daemon that refuses this peer at accept has closed already (EPIPE, ECONNRESET):
-	 * its REFUSED is still there to read. */
-	if (send(s, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h && errno != EPIPE &&
-	    errno != ECONNRESET) {
-		int e = errno;
-		snprintf(err, err_len, "cannot talk to gpumuxd on %s: %s", sa.sun_path, strerror(e));
-		close(s);
-		return -e;
-	}
-	struct pollfd p = {.fd = s, .events = POLLIN};
-	if (poll(&p, 1, STATUS_TIMEOUT_MS) <= 0) {
-		snprintf(err, err_len, "gpumuxd on %s did not answer within %d ms", sa.sun_path,
-			 STATUS_TIMEOUT_MS);
-		close(s);
-		return -ETIMEDOUT;
-	}
+	char path[128];
+	int s = gmx_daemon_ask(dir, GMX_MSG_STATUS_REQ, path, sizeof path, err, err_len);
+	if (s < 0)
+		return s;
 	static char m[GMX_CTRL_MAX];
-	ssize_t got = recv(s, m, sizeof m, 0);
-	if (got < 0 && errno == ECONNRESET) /* reported once, ahead of the queued reply */
-		got = recv(s, m, sizeof m, 0);
+	ssize_t got = gmx_daemon_recv(s, path, m, sizeof m, STATUS_TIMEOUT_MS, err, err_len);
 	close(s);
+	if (got < 0)
+		return (int)got;
 	const gmx_msg_hdr_t *r = (const gmx_msg_hdr_t *)m;
-	if (got < (ssize_t)sizeof *r || r->magic != GMX_PROTO_MAGIC) {
-		snprintf(err, err_len, "gpumuxd on %s sent a malformed reply", sa.sun_path);
-		return -EPROTO;
-	}
-	if (r->type == GMX_MSG_REFUSED && got >= (ssize_t)sizeof(gmx_msg_refused_t)) {
-		const gmx_msg_refused_t *f = (const gmx_msg_refused_t *)m;
-		snprintf(err, err_len, "gpumuxd refused: %.*s", (int)sizeof f->reason, f->reason);
-		return f->error > 0 ? -f->error : -EACCES;
-	}
 	if (r->type != GMX_MSG_STATUS || memchr(m + sizeof *r, 0, (size_t)got - sizeof *r) == NULL) {
-		snprintf(err, err_len, "gpumuxd on %s sent an unexpected reply (type %u)", sa.sun_path,
-			 r->type);
+		snprintf(err, err_len, "gpumuxd on %s sent an unexpected reply (type %u)", path, r->type);
 		return -EPROTO;
 	}
 	snprintf(buf, len, "%s", m + sizeof *r);

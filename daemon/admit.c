@@ -80,7 +80,7 @@ static void drain_close(int fd)
 	close(fd);
 }
 
-void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...)
+void gmxd__refuse(int fd, const struct ucred *cr, int kind, int error, const char *fmt, ...)
 {
 	gmx_msg_refused_t r;
 	memset(&r, 0, sizeof r);
@@ -93,10 +93,24 @@ void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...)
 	SRV.refused++;
 	if (kind >= 0 && kind < GMXD_REF_KINDS)
 		SRV.refusals[kind]++;
+	gmxd__metrics_refusal(cr, kind);
 	if (send(fd, &r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 		gmxd_log("refusal not delivered: %s", strerror(errno));
 	gmxd_log("refused a connection: %s", r.reason);
 	drain_close(fd);
+}
+
+/* The container c runs in, from /proc/PID/cgroup ("" outside one, or when unreadable). */
+static void read_container(client_t *c)
+{
+	char path[64], text[4096];
+	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)c->pid);
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+	if (f)
+		fclose(f);
+	text[n] = 0;
+	gmxd_container_id(text, c->container, sizeof c->container);
 }
 
 /* Registers the peer as a client: a shared region, two eventfds, a policy task, WELCOME. */
@@ -115,19 +129,19 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 	}
 	long per_user = gmxd__clients_per_user(), open_to_all = SRV.cfg->max_clients - gmxd__clients_reserved();
 	if (task < 0 || live >= SRV.cfg->max_clients) {
-		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_BUSY, EBUSY,
 			     "the daemon serves %d clients already (max_clients %ld)", live,
 			     SRV.cfg->max_clients);
 		return;
 	}
 	if (!privileged(cr->uid) && mine >= per_user) {
-		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_BUSY, EBUSY,
 			     "uid %d has %d clients already (max_clients_per_user %ld)", (int)cr->uid, mine,
 			     per_user);
 		return;
 	}
 	if (!privileged(cr->uid) && others >= open_to_all) {
-		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_BUSY, EBUSY,
 			     "the daemon serves %d clients already; the last %ld of max_clients %ld are kept "
 			     "for root and gpumuxd's user",
 			     live, gmxd__clients_reserved(), SRV.cfg->max_clients);
@@ -148,7 +162,7 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 			close(eu);
 		if (ed >= 0)
 			close(ed);
-		gmxd__refuse(fd, GMXD_REF_RESOURCES, ENOMEM, "the daemon could not set up shared memory");
+		gmxd__refuse(fd, cr, GMXD_REF_RESOURCES, ENOMEM, "the daemon could not set up shared memory");
 		return;
 	}
 	client_t *c = &SRV.cl[task];
@@ -168,6 +182,8 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 	c->priority = h->priority;
 	c->oversub = (h->flags & GMX_HELLO_OVERSUBSCRIBE) || SRV.cfg->oversubscribe_default;
 	c->connected_ns = c->last_progress = gmxd__now_ns();
+	read_container(c);
+	gmxd__metrics_join(c);
 	SRV.prof_ptr[c->task] = NULL;
 	if (SRV.ops->flags & GMX_POLICY_PROFILES)
 		SRV.prof_ptr[c->task] = gmxd__store_get(c->name); /* NULL: not measured */
@@ -179,7 +195,7 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 		munmap(reg, sizeof(gmx_shm_region_t));
 		memset(c, 0, sizeof *c);
 		gmxd_log("policy %s: task_add: %s", SRV.ops->name, strerror(-rc));
-		gmxd__refuse(fd, GMXD_REF_RESOURCES, rc == -ENOMEM ? ENOMEM : EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_RESOURCES, rc == -ENOMEM ? ENOMEM : EBUSY,
 			     "the policy could not take a new task: %s", strerror(-rc));
 		return;
 	}
@@ -228,6 +244,7 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 	memcpy(&m, msg, held < sizeof m ? held : sizeof m);
 	const char *what = m.h.type == GMX_MSG_HELLO	    ? "HELLO"
 			   : m.h.type == GMX_MSG_STATUS_REQ ? "STATUS_REQ"
+			   : m.h.type == GMX_MSG_METRICS_REQ ? "METRICS_REQ"
 							    : NULL;
 	char why[160] = "";
 	if ((size_t)n < sizeof m.h)
@@ -237,24 +254,24 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 	if (why[0]) {
 		SRV.protocol_errors++;
 		gmxd_log("pid %d uid %d: malformed first message (%s)", (int)cr->pid, (int)cr->uid, why);
-		gmxd__refuse(fd, GMXD_REF_MALFORMED, EPROTO, "malformed first message: %s", why);
+		gmxd__refuse(fd, cr, GMXD_REF_MALFORMED, EPROTO, "malformed first message: %s", why);
 		return;
 	}
 	if (m.h.version != GMX_PROTO_VERSION) {
-		gmxd__refuse(fd, GMXD_REF_VERSION, EPROTONOSUPPORT,
+		gmxd__refuse(fd, cr, GMXD_REF_VERSION, EPROTONOSUPPORT,
 			     "protocol version %u; this gpumuxd speaks version %u", m.h.version,
 			     GMX_PROTO_VERSION);
 		return;
 	}
 	if (!what)
-		snprintf(why, sizeof why, "message type %u, expected HELLO (%d) or STATUS_REQ (%d)", m.h.type,
-			 GMX_MSG_HELLO, GMX_MSG_STATUS_REQ);
+		snprintf(why, sizeof why, "message type %u, expected HELLO (%d), STATUS_REQ (%d) or METRICS_REQ (%d)",
+			 m.h.type, GMX_MSG_HELLO, GMX_MSG_STATUS_REQ, GMX_MSG_METRICS_REQ);
 	else if ((uint64_t)m.h.length != (uint64_t)n - sizeof m.h)
 		snprintf(why, sizeof why, "the header says %u bytes follow, %zd did", m.h.length,
 			 n - (ssize_t)sizeof m.h);
 	else if (m.h.reserved != 0)
 		snprintf(why, sizeof why, "reserved header field is %u, expected 0", m.h.reserved);
-	else if (m.h.type == GMX_MSG_STATUS_REQ && n != (ssize_t)sizeof m.h)
+	else if ((m.h.type == GMX_MSG_STATUS_REQ || m.h.type == GMX_MSG_METRICS_REQ) && n != (ssize_t)sizeof m.h)
 		snprintf(why, sizeof why, "%zd bytes; it has no body", n);
 	else if (m.h.type == GMX_MSG_HELLO && n != (ssize_t)sizeof m)
 		snprintf(why, sizeof why, "%zd bytes, expected %zu", n, sizeof m);
@@ -270,12 +287,17 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 	if (why[0]) {
 		SRV.protocol_errors++;
 		gmxd_log("pid %d uid %d: malformed first message (%s)", (int)cr->pid, (int)cr->uid, why);
-		gmxd__refuse(fd, GMXD_REF_MALFORMED, EPROTO, "malformed %s: %s",
+		gmxd__refuse(fd, cr, GMXD_REF_MALFORMED, EPROTO, "malformed %s: %s",
 			     what ? what : "first message", why);
 		return;
 	}
 	if (m.h.type == GMX_MSG_STATUS_REQ) {
 		gmxd__status_reply(fd);
+		drain_close(fd);
+		return;
+	}
+	if (m.h.type == GMX_MSG_METRICS_REQ) {
+		gmxd__metrics_reply(fd);
 		drain_close(fd);
 		return;
 	}
@@ -304,7 +326,7 @@ static int try_first(int fd, const struct ucred *cr)
 void gmxd__admit(int fd, const struct ucred *cr)
 {
 	if (!peer_allowed(cr)) {
-		gmxd__refuse(fd, GMXD_REF_NOT_ALLOWED, EACCES,
+		gmxd__refuse(fd, cr, GMXD_REF_NOT_ALLOWED, EACCES,
 			     "uid %d (gid %d) is not allowed by gpumuxd's allow_users/allow_group",
 			     (int)cr->uid, (int)cr->gid);
 		return;
@@ -320,13 +342,13 @@ void gmxd__admit(int fd, const struct ucred *cr)
 	}
 	uint32_t open_to_all = SRV.pend_max > GMXD_PENDING_RESERVE ? SRV.pend_max - GMXD_PENDING_RESERVE : 0;
 	if (!privileged(cr->uid) && mine >= GMXD_PENDING_PER_UID) {
-		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_BUSY, EBUSY,
 			     "uid %d has %u connections that have not said HELLO yet (at most %d per user)",
 			     (int)cr->uid, mine, GMXD_PENDING_PER_UID);
 		return;
 	}
 	if (slot == SRV.pend_max || (!privileged(cr->uid) && SRV.n_pend >= open_to_all)) {
-		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+		gmxd__refuse(fd, cr, GMXD_REF_BUSY, EBUSY,
 			     "%u connections are waiting for their first message already", SRV.n_pend);
 		return;
 	}
@@ -355,10 +377,11 @@ void gmxd__pending_expire(int64_t now)
 	for (uint32_t i = 0; i < SRV.pend_max; i++)
 		if (SRV.pend[i].fd >= 0 && now - SRV.pend[i].since > GMXD_PENDING_TIMEOUT_NS) {
 			int fd = SRV.pend[i].fd;
+			struct ucred cr_ = SRV.pend[i].cr;
 			gmxd__ep_del(fd);
 			SRV.pend[i].fd = -1;
 			SRV.n_pend--;
-			gmxd__refuse(fd, GMXD_REF_TIMEOUT, ETIMEDOUT,
+			gmxd__refuse(fd, &cr_, GMXD_REF_TIMEOUT, ETIMEDOUT,
 				     "nothing was said within %lld ms of connecting",
 				     GMXD_PENDING_TIMEOUT_NS / 1000000);
 		}

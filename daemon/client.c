@@ -136,6 +136,7 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
 	if (c->priority <= 2)
 		SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
+	gmxd__metrics_grant(c, now - d->notice_ns, d->kind <= 2);
 	if (GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
 		gmxd__plan_memory(c, d);
 	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
@@ -241,6 +242,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 		return;
 	gmxd_log("client %u (pid %d, %s): %s; releasing %u in flight, %u queued, %llu bytes", c->id,
 		 (int)c->pid, c->name, why, c->inflight, c->queued, (unsigned long long)c->alloc_bytes);
+	gmxd__metrics_leave(c);
 	c->dead = 1;
 	gmxd__ep_del(c->fd);
 	gmxd__ep_del(c->efd_up);

@@ -145,6 +145,17 @@ static int on_key(void *user, const char *section, const char *name, const char 
 		x->rc = gmxd_config_allow(c, value, name[6] == 'u', x->err, x->err_len);
 		return x->rc == 0;
 	}
+	if (strcmp(name, "metrics_listen") == 0) {
+		if (n >= sizeof c->metrics_listen) {
+			snprintf(x->err, x->err_len, "metrics_listen: expected at most %zu characters",
+				 sizeof c->metrics_listen - 1);
+			x->rc = -EINVAL;
+			return 0;
+		}
+		/* "off" or nothing: no endpoint */
+		snprintf(c->metrics_listen, sizeof c->metrics_listen, "%s", strcmp(value, "off") ? value : "");
+		return 1;
+	}
 	if (strcmp(name, "oversubscribe") == 0) {
 		if (strcmp(value, "true") && strcmp(value, "false") && strcmp(value, "1") &&
 		    strcmp(value, "0")) {

@@ -41,6 +41,21 @@
 #define GMXD_PROFILE_ENTRIES_MAX 2048 /* (kernel, context) pairs learned per task name */
 #define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 
+/* Metrics (docs/metrics.md): the Prometheus text is rendered on request into a buffer of at most
+ * GMXD_METRICS_MAX bytes; the HTTP endpoint serves at most GMXD_HTTP_CONNECTIONS connections
+ * (GMXD_HTTP_PER_IP from one address), each within GMXD_HTTP_MEMORY bytes of request (headers
+ * included: larger requests get 431/413) and GMXD_HTTP_TIMEOUT_S seconds of inactivity. */
+#define GMXD_METRICS_MAX (1u << 20)
+#define GMXD_METRICS_CHUNK 60000u /* bytes of text per METRICS message on the socket */
+#define GMXD_IDENT_MAX 96	  /* client identities (name, priority, uid, container) with series */
+#define GMXD_REF_UIDS 32	  /* uids with refusal series of their own; the rest are "other" */
+#define GMXD_LAT_BUCKETS 14	  /* finite buckets of the notice-to-grant histogram */
+#define GMXD_CONTAINER_ID_MAX 65 /* 64 hex digits and a NUL */
+#define GMXD_HTTP_CONNECTIONS 8
+#define GMXD_HTTP_PER_IP 4
+#define GMXD_HTTP_MEMORY 16384
+#define GMXD_HTTP_TIMEOUT_S 5
+
 /* Connections before their first message (docs/daemon.md, "Connections"). Disallowed peers
  * never wait: they are refused at accept. */
 #define GMXD_PENDING_MAX 256		     /* at most; fewer when the descriptor limit is low */
@@ -61,6 +76,7 @@ typedef struct {
 	int n_allow_gid;
 	char profile_dir[256];
 	int oversubscribe_default; /* oversubscription for every client, not only --oversubscribe */
+	char metrics_listen[80]; /* HOST:PORT of the HTTP metrics endpoint; empty: none */
 } gmxd_config_t;
 
 /* Fills *c with the defaults (runtime dir from $GPUMUX_RUNTIME_DIR or /run/gpumux). */

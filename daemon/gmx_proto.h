@@ -33,6 +33,8 @@ enum {
 	GMX_MSG_REFUSED,    /* daemon -> client: refused, with an errno and a reason */
 	GMX_MSG_STATUS_REQ, /* anyone allowed -> daemon: a status snapshot */
 	GMX_MSG_STATUS,	    /* daemon -> requester: JSON text, NUL-terminated */
+	GMX_MSG_METRICS_REQ, /* anyone allowed -> daemon: the metrics (Prometheus text) */
+	GMX_MSG_METRICS,     /* daemon -> requester: gmx_msg_metrics_t chunks, the last flagged */
 };
 
 /* Every control message starts with this header; length counts the bytes after it. */
@@ -70,6 +72,15 @@ typedef struct {
 	uint32_t reserved;
 	char reason[200];
 } gmx_msg_refused_t;
+
+/* One chunk of the METRICS reply: text (not NUL-terminated) follows, h.length - 8 bytes of it.
+ * A reply is one or more chunks; the last has GMX_METRICS_LAST. */
+#define GMX_METRICS_LAST 1u
+typedef struct {
+	gmx_msg_hdr_t h;
+	uint32_t flags;
+	uint32_t reserved;
+} gmx_msg_metrics_t;
 
 /* Command kinds in a notice (the shim's gmx_cmd_kind_t values). */
 #define GMX_PROTO_KIND_GRAPH 4u

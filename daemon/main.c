@@ -16,13 +16,15 @@ static void usage(FILE *f)
 	gmx_sched_names(names, sizeof names);
 	fprintf(f,
 		"usage: gpumuxd [--foreground] [--config FILE] [--runtime-dir DIR] [--policy NAME]\n"
-		"               [--allow-users LIST] [--allow-group LIST]\n"
+		"               [--allow-users LIST] [--allow-group LIST] [--metrics-listen HOST:PORT]\n"
 		"  --foreground       stay attached to the terminal (systemd runs it so)\n"
 		"  --config FILE      INI file with a [daemon] section (see gpumuxd(8))\n"
 		"  --runtime-dir DIR  socket directory (default $GPUMUX_RUNTIME_DIR or %s)\n"
 		"  --policy NAME      scheduling policy: %s (default timeslice)\n"
 		"  --allow-users L    user names or uids allowed besides root and the daemon's user\n"
 		"  --allow-group L    group names or gids whose members are allowed\n"
+		"  --metrics-listen A serve Prometheus metrics over HTTP on A (e.g. 127.0.0.1:9400;\n"
+		"                     off: none, the default)\n"
 		"Command-line options override the file.\n",
 		GMX_RUNTIME_DIR_DEFAULT, names);
 }
@@ -35,15 +37,16 @@ int main(int argc, char **argv)
 					     {"policy", required_argument, 0, 'p'},
 					     {"allow-users", required_argument, 0, 'u'},
 					     {"allow-group", required_argument, 0, 'g'},
+					     {"metrics-listen", required_argument, 0, 'm'},
 					     {"help", no_argument, 0, 'h'},
 					     {"version", no_argument, 0, 'V'},
 					     {0, 0, 0, 0}};
 	gmxd_config_t cfg;
 	gmxd_config_default(&cfg);
 	int fg = 0;
-	const char *config = NULL, *rdir = NULL, *policy = NULL, *users = NULL, *groups = NULL;
+	const char *config = NULL, *rdir = NULL, *policy = NULL, *users = NULL, *groups = NULL, *mlisten = NULL;
 	int o;
-	while ((o = getopt_long(argc, argv, "fc:r:p:u:g:hV", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "fc:r:p:u:g:m:hV", opts, NULL)) != -1) {
 		switch (o) {
 		case 'f':
 			fg = 1;
@@ -62,6 +65,9 @@ int main(int argc, char **argv)
 			break;
 		case 'g':
 			groups = optarg;
+			break;
+		case 'm':
+			mlisten = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -88,6 +94,8 @@ int main(int argc, char **argv)
 		snprintf(cfg.runtime_dir, sizeof cfg.runtime_dir, "%s", rdir);
 	if (policy)
 		snprintf(cfg.policy, sizeof cfg.policy, "%s", policy);
+	if (mlisten)
+		snprintf(cfg.metrics_listen, sizeof cfg.metrics_listen, "%s", strcmp(mlisten, "off") ? mlisten : "");
 	if ((users && gmxd_config_allow(&cfg, users, 1, err, sizeof err) != 0) ||
 	    (groups && gmxd_config_allow(&cfg, groups, 0, err, sizeof err) != 0)) {
 		fprintf(stderr, "gpumuxd: %s\n", err);

@@ -22,11 +22,14 @@ static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, ui
 	if (v->dead || v->cut)
 		return;
 	if (to_device) {
+		v->st.mig_in_bytes += len;
 		gmxd__send_action(v, &e);
 		return;
 	}
 	gmxd__push_down(v, &e);
 	if (!v->cut) {
+		v->st.mig_out_bytes += len;
+		v->st.evictions++;
 		gmxd__owe(v, gmxd__now_ns());
 		v->evicts++;
 		SRV.evicts_outstanding++;

@@ -120,7 +120,7 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 	memset(&SRV, 0, sizeof SRV);
 	SRV.cfg = cfg;
 	SRV.clock = clock;
-	SRV.lfd = SRV.sfd = SRV.tfd = SRV.ep = SRV.spare_fd = -1;
+	SRV.lfd = SRV.sfd = SRV.tfd = SRV.ep = SRV.spare_fd = SRV.http_fd = -1;
 	SRV.start_ns = gmxd__now_ns();
 	if (getrandom(&SRV.hash_key, sizeof SRV.hash_key, GRND_NONBLOCK) != (ssize_t)sizeof SRV.hash_key)
 		SRV.hash_key = (uint64_t)monotonic_ns() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
@@ -265,6 +265,7 @@ void gmxd__tick(int64_t now)
 		if (c->used && !c->dead && c->cut) {
 			SRV.cut_off++;
 			tell_cut(c);
+			c->st.cutoffs++;
 			char why[sizeof c->cut_reason + 16];
 			snprintf(why, sizeof why, "cut off: %s", c->cut_reason);
 			gmxd__drop_client(c, why);
@@ -366,7 +367,7 @@ static void accept_some(void)
 				close(SRV.spare_fd);
 				fd = accept4(SRV.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 				if (fd >= 0)
-					gmxd__refuse(fd, GMXD_REF_RESOURCES, EMFILE,
+					gmxd__refuse(fd, NULL, GMXD_REF_RESOURCES, EMFILE,
 						     "the daemon is out of file descriptors");
 				SRV.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 				if (fd >= 0)
@@ -468,6 +469,7 @@ static void notify_systemd(void)
 
 static void close_loop(void)
 {
+	gmxd__http_stop();
 	if (SRV.sock_path[0])
 		unlink(SRV.sock_path);
 	int *fds[] = {&SRV.lfd, &SRV.sfd, &SRV.tfd, &SRV.ep, &SRV.spare_fd};
@@ -511,6 +513,12 @@ int gmxd_run(const gmxd_config_t *cfg)
 	gmxd__ep_add(SRV.lfd, EV_LISTEN, 0);
 	gmxd__ep_add(SRV.sfd, EV_SIGNAL, 0);
 	gmxd__ep_add(SRV.tfd, EV_TIMER, 0);
+	rc = gmxd__http_start();
+	if (rc != 0) {
+		gmxd__fini();
+		close_loop();
+		return rc;
+	}
 	gmxd_log("listening on %s (policy %s, slice %ld us, %ld in flight per client, device memory %ld MB, "
 		 "protocol %u, up to %u connections waiting for their first message)",
 		 SRV.sock_path, SRV.ops->name, cfg->slice_us, cfg->inflight, cfg->device_memory_mb,
@@ -533,6 +541,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 				timeout = 100; /* liveness checks while someone holds work */
 		if (SRV.n_pend || SRV.listen_paused_until)
 			timeout = 100;
+		timeout = gmxd__http_timeout(timeout);
 		int sleep_ok = !busy && now - idle_since >= spin_ns;
 		if (sleep_ok && prepare_sleep())
 			sleep_ok = 0;
@@ -558,6 +567,9 @@ int gmxd_run(const gmxd_config_t *cfg)
 				if (read(SRV.tfd, &v, sizeof v) > 0)
 					gmxd__timer_fired();
 				break;
+			case EV_HTTP:
+				gmxd__http_run();
+				break;
 			case EV_PENDING:
 				gmxd__pending_read(idx);
 				break;
@@ -572,6 +584,8 @@ int gmxd_run(const gmxd_config_t *cfg)
 				break;
 			}
 		}
+		if (SRV.http_due && gmxd__now_ns() >= SRV.http_due)
+			gmxd__http_run(); /* its connections' timeouts */
 		gmxd__tick(gmxd__now_ns());
 	}
 	gmxd__fini();

@@ -31,7 +31,7 @@
 #define HASH 256
 
 enum { D_QUEUED, D_GRANTED, D_ORPHAN };
-enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD };
+enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD, EV_HTTP };
 
 /* Why a connection was refused (status counts each). */
 enum {
@@ -45,6 +45,24 @@ enum {
 };
 
 typedef struct client client_t;
+
+/* What metrics count per client, and per identity for the clients that have left. Notices,
+ * grants and completions are the client's own fields while it is connected. */
+typedef struct {
+	uint64_t notices, grants, completions, kernels, mig_in_bytes, mig_out_bytes, evictions, cutoffs;
+	uint64_t lat_count, lat_sum_ns, lat_bucket[GMXD_LAT_BUCKETS + 1]; /* the last: beyond every bound */
+} gmxd_cstats_t;
+
+/* A client identity: the label set of its metric series. */
+typedef struct {
+	int used;
+	char name[GMX_NAME_MAX];
+	int priority;
+	uid_t uid;
+	char container[GMXD_CONTAINER_ID_MAX];
+	int64_t last_ns;   /* when a client of it last left or arrived */
+	gmxd_cstats_t gone; /* the sums of its clients that have left */
+} gmxd_ident_t;
 
 typedef struct dcmd {
 	gmx_cmd_t c; /* what the policy sees; first, so a gmx_cmd_t* is a dcmd_t* */
@@ -88,6 +106,9 @@ struct client {
 	uint32_t nlat;
 	char cut_reason[192];
 	int cut_error; /* positive errno told to the client with the reason (EPROTO unless set) */
+	char container[GMXD_CONTAINER_ID_MAX]; /* from /proc/PID/cgroup at HELLO; "" outside one */
+	int ident;			      /* its identity in SRV.ident */
+	gmxd_cstats_t st;		      /* kernels, migrations, latency histogram, cut-off */
 };
 
 /* A connection that has not said HELLO or STATUS_REQ yet. */
@@ -145,6 +166,18 @@ typedef struct {
 	 * the clients leave: what `gpumux status` reports as recent HP latency. */
 	uint32_t hp_lat[GMXD_LAT_SAMPLES];
 	uint32_t n_hp_lat;
+	/* Metrics: identities (a client's series outlive it), refusals by uid, the HTTP endpoint. */
+	gmxd_ident_t ident[GMXD_IDENT_MAX];
+	struct {
+		int used;
+		uid_t uid;
+		uint64_t n[GMXD_REF_KINDS];
+	} ref_uid[GMXD_REF_UIDS];
+	uint64_t ref_other[GMXD_REF_KINDS]; /* uids beyond the table, or unknown */
+	void *http;			     /* struct MHD_Daemon, or NULL */
+	int http_fd;			     /* its epoll descriptor in the loop, or -1 */
+	int64_t http_due;		     /* call it then at the latest (0: no timeout) */
+	char metrics_url[128];		     /* what it serves, or "" */
 } gmxd_server_t;
 
 /* The daemon's state (server.c defines it). */
@@ -200,6 +233,10 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 /* Refuses pending connections older than GMXD_PENDING_TIMEOUT_NS at `now`. */
 void gmxd__pending_expire(int64_t now);
 
+/* Sends REFUSED (error, reason) on fd, counts it under `kind` and the peer's uid (cr; NULL:
+ * unknown), and closes fd. */
+void gmxd__refuse(int fd, const struct ucred *cr, int kind, int error, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Client slots kept for root and the daemon's own user: other users together never take the
  * last min(GMXD_CLIENTS_RESERVE, max_clients / 4) of max_clients. */
 long gmxd__clients_reserved(void);
@@ -208,8 +245,6 @@ long gmxd__clients_reserved(void);
  * max_clients (rounded up) when it is 0. */
 long gmxd__clients_per_user(void);
 
-/* Sends REFUSED (error, reason) on fd, counts it under `kind`, and closes fd. */
-void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* ---- client.c ---- */
 
@@ -286,5 +321,49 @@ gmx_kprof_t *gmxd__store_get(const char *name);
 
 /* Sends the STATUS reply (JSON) on fd, without blocking. */
 void gmxd__status_reply(int fd);
+
+/* ---- metrics.c ---- */
+
+/* Gives client c its identity (name, priority, uid, container), creating it if needed: a free
+ * entry, else the one unused longest with no client connected. */
+void gmxd__metrics_join(client_t *c);
+
+/* Adds departing client c's counters to its identity's. */
+void gmxd__metrics_leave(client_t *c);
+
+/* Counts a grant after latency_ns for c (kernel: a kernel launch). */
+void gmxd__metrics_grant(client_t *c, int64_t latency_ns, int kernel);
+
+/* Counts a refusal of `kind` for the peer cr (NULL: unknown). */
+void gmxd__metrics_refusal(const struct ucred *cr, int kind);
+
+/* Renders the Prometheus text exposition (format 0.0.4) of the daemon's state at `now` into
+ * buf (cap bytes, NUL-terminated); returns its length. Cut at a line when cap is short. */
+size_t gmxd__metrics_render(char *buf, size_t cap, int64_t now);
+
+/* Sends the METRICS reply on fd (chunks of GMXD_METRICS_CHUNK, the last flagged), without
+ * blocking. */
+void gmxd__metrics_reply(int fd);
+
+/* The container id (64 hex digits) named in a /proc/PID/cgroup text, into out: the last path
+ * component holding exactly 64 hex digits (docker-ID.scope, cri-containerd-ID.scope,
+ * crio-ID.scope, libpod-ID.scope, /docker/ID, /kubepods/.../ID). 1 if found, else 0 and "". */
+int gmxd_container_id(const char *cgroup, char *out, size_t len);
+
+/* ---- http.c ---- */
+
+/* Starts the HTTP metrics endpoint on cfg->metrics_listen (nothing when empty): binds it,
+ * adds it to the loop. 0, or a negative errno with the reason logged. */
+int gmxd__http_start(void);
+
+/* Serves what is ready on the endpoint, without blocking. */
+void gmxd__http_run(void);
+
+/* Milliseconds until the endpoint needs gmxd__http_run for its own timeouts, capped at cap
+ * (-1: never, when cap is -1). */
+int gmxd__http_timeout(int cap);
+
+/* Stops the endpoint and closes its connections. */
+void gmxd__http_stop(void);
 
 #endif

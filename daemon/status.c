@@ -66,11 +66,11 @@ void gmxd__status_reply(int fd)
 	OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
 	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"max_clients\":%ld,\"max_clients_per_user\":%ld,"
 	    "\"clients_reserved\":%ld,\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%llu,"
-	    "\"task_memory_limit_bytes\":%llu,",
+	    "\"task_memory_limit_bytes\":%llu,\"metrics_url\":\"%s\",",
 	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
 	    (now - SRV.start_ns) / 1e9, json_str(SRV.sock_path, e1, sizeof e1), SRV.cfg->max_clients,
 	    gmxd__clients_per_user(), gmxd__clients_reserved(), live,
-	    SRV.n_pend, (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+	    SRV.n_pend, (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem), SRV.metrics_url);
 	OUT("\"refusals\":{\"not_allowed\":%llu,\"busy\":%llu,\"malformed\":%llu,\"version\":%llu,"
 	    "\"timeout\":%llu,\"resources\":%llu},",
 	    (unsigned long long)SRV.refusals[GMXD_REF_NOT_ALLOWED],

@@ -120,6 +120,8 @@ static void dev_preempt(void *ctx, uint32_t task, int hold)
 			x->gen++; /* voids the pending event */
 			if (x->pend_kind == EV_END || x->pend_kind == EV_FAULT)
 				x->pend_at -= s->now; /* a run: keep what is left of it */
+			if (x->began && s->cfg->timeline) /* the stretch it ran before the cut */
+				gmx_sim__record_cmd(s, x);
 			if (x->began)
 				x->active_ns += s->now - x->seg_start;
 			s->running[ENG_EXEC]--;
@@ -311,6 +313,8 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 	const gmx_op_t *op = x->c.op;
 	x->started = x->seg_start = s->now;
 	x->began = 1;
+	if (s->now > x->issue)
+		gmx_sim__record_for(s, x, GMX_SPAN_WAIT, x->issue, s->now);
 	if (x->engine == ENG_EXEC) {
 		tk->exec_unit = x->unit;
 		tk->exec_op = x->op_index;
@@ -362,6 +366,8 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		}
 		x->pages_total = x->pages_left =
 		    gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+		if (ready > s->now) /* its pages are still on their way in */
+			gmx_sim__record_for(s, x, GMX_SPAN_STALL, s->now, ready);
 		x->compute_left = x->dur;
 		memset(&x->cur, 0, sizeof(x->cur));
 		cmd_push(s, x, ready, EV_RESUME);
@@ -417,6 +423,7 @@ static void um_fault(sim_t *s, scmd_t *x)
 		s->um_free = begin + b.cost_ns;
 		at = s->um_free;
 		tk->stall_ns += at - s->now;
+		gmx_sim__record_for(s, x, GMX_SPAN_STALL, s->now, at);
 	}
 #ifdef GMX_CHECK_INVARIANTS
 	char msg[160];
@@ -428,29 +435,6 @@ static void um_fault(sim_t *s, scmd_t *x)
 	cmd_push(s, x, at, EV_RESUME);
 }
 
-static void record_span(sim_t *s, const scmd_t *x)
-{
-	gmx_sim_timeline_t *tl = s->cfg->timeline;
-	if (tl->limit && tl->n >= tl->limit)
-		return;
-	if (tl->n == tl->cap) {
-		uint64_t ncap = tl->cap ? tl->cap * 2 : 4096;
-		gmx_sim_span_t *p = realloc(tl->spans, ncap * sizeof(*p));
-		if (!p) {
-			gmx_sim__fail(s, -ENOMEM, "out of memory for the timeline");
-			return;
-		}
-		tl->spans = p;
-		tl->cap = ncap;
-	}
-	tl->spans[tl->n++] = (gmx_sim_span_t){.task = x->c.task,
-					      .op = x->op_index,
-					      .unit = x->unit,
-					      .stream = x->c.stream,
-					      .kind = x->c.kind,
-					      .start_ns = x->started,
-					      .end_ns = s->now};
-}
 
 static void free_cmd(sim_t *s, scmd_t *x)
 {
@@ -489,7 +473,7 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	if (x->engine == ENG_EXEC)
 		tk->gpu_ns += x->active_ns + (s->now - x->seg_start);
 	if (s->cfg->timeline)
-		record_span(s, x);
+		gmx_sim__record_cmd(s, x);
 	tk->done_gpu_ns += (double)x->dur;
 	if (x->running)
 		spatial_end(s, x);
@@ -779,6 +763,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
 		if (!rc && (cfg->mem == GMX_MEM_UM || cfg->mem >= GMX_MEM_MSCHED))
 			gmx_memspace_warm(&s.mem);
+		if (!rc && cfg->timeline) {
+			s.mem.note = gmx_sim__note_migration;
+			s.mem.note_ctx = &s;
+		}
 		if (!rc && cfg->mem >= GMX_MEM_MSCHED)
 			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
 					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),

@@ -108,6 +108,7 @@ typedef struct sim {
 	uint32_t running[ENG_COUNT];
 	int ee_task, ee_last_task;
 	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
+	int64_t mig_last[GMX_MAX_TASKS][2]; /* timeline: 1 + index of the task's last migration span in, out */
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
 	gmx_msched_t *ms; /* msched modes */
@@ -128,6 +129,21 @@ typedef struct sim {
 
 /* Records an error (the first one wins) and stops the run. */
 void gmx_sim__fail(sim_t *s, int rc, const char *msg);
+
+/* ---- timeline.c: the recorded timeline (only when cfg->timeline is set) ---- */
+
+/* Appends span sp; a task's migration that starts before its previous one in the same direction
+ * ended extends that one. Spans starting after until_ns are dropped. */
+void gmx_sim__record(sim_t *s, gmx_sim_span_t sp);
+
+/* Records command x's stretch on its engine: from its start or last resumption to now. */
+void gmx_sim__record_cmd(sim_t *s, const scmd_t *x);
+
+/* When recording, a span of `kind` (GMX_SPAN_*) for command x's task from `from` to `to`. */
+void gmx_sim__record_for(sim_t *s, const scmd_t *x, int kind, int64_t from, int64_t to);
+
+/* The memory space's migration hook: bytes of task's memory moved in or out, decided at now. */
+void gmx_sim__note_migration(void *ctx, uint32_t task, int out, uint64_t bytes, int64_t now);
 
 /* Schedules an event; out of memory stops the run with an error. */
 void gmx_sim__push(sim_t *s, int64_t at, uint32_t kind, uint32_t a, uint64_t b);

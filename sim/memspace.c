@@ -123,6 +123,8 @@ uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now)
 	m->used_chunks--;
 	m->d2h_bytes += bytes;
 	m->task_d2h[k->task] += bytes;
+	if (m->note)
+		m->note(m->note_ctx, k->task, 1, bytes, now);
 	return bytes;
 }
 
@@ -162,6 +164,8 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	uint64_t bytes = (uint64_t)added << GMX_PAGE_SHIFT;
 	m->h2d_bytes += bytes;
 	m->task_h2d[k->task] += bytes;
+	if (m->note && bytes)
+		m->note(m->note_ctx, k->task, 0, bytes, now);
 	*in_bytes += bytes;
 	return added;
 }

@@ -48,6 +48,9 @@ typedef struct gmx_memspace {
 	uint64_t resident_pages;
 	uint64_t h2d_bytes, d2h_bytes;
 	uint64_t task_h2d[GMX_MAX_TASKS], task_d2h[GMX_MAX_TASKS]; /* the same, by owning task */
+	/* When set, told of every migration as it is decided (the simulator's timeline). */
+	void (*note)(void *ctx, uint32_t task, int out, uint64_t bytes, int64_t now);
+	void *note_ctx;
 	uint64_t initial_pages;					   /* resident after the warm start */
 	uint32_t *buf_chunk[GMX_MAX_TASKS];			   /* first chunk of each task's buffers */
 	uint32_t n_tasks;

@@ -691,6 +691,7 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.tasks = sc->tasks,
 		.n_tasks = sc->n_tasks,
 		.templates = sc->templates,
+		.timeline = sc->timeline,
 		.progress = sc->progress,
 		.progress_ctx = sc->progress_ctx,
 	};

@@ -23,6 +23,7 @@ typedef struct gmx_scenario {
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
 	const char *profile;   /* kernel profile file for fikit, NULL: measure (not owned) */
+	struct gmx_sim_timeline *timeline; /* when set, runs record their timeline there (not owned) */
 	void (*progress)(void *ctx, double done); /* passed to the runs (gmx_sim_config_t) */
 	void *progress_ctx;
 } gmx_scenario_t;

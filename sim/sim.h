@@ -44,12 +44,19 @@ typedef struct gmx_sim_task {
 	gmx_workload_t *workload; /* owned by the scenario */
 } gmx_sim_task_t;
 
+/* Span kinds beyond the commands' (gmx_op_kind_t) in a recorded timeline: what happened to a
+ * task besides its commands running. */
+#define GMX_SPAN_WAIT 16    /* a command issued by the host, not yet started on its engine */
+#define GMX_SPAN_STALL 17   /* a kernel on the engine waiting for a fault batch (demand paging) */
+#define GMX_SPAN_MIG_IN 18  /* its memory migrated to the device (bytes at link speed from start) */
+#define GMX_SPAN_MIG_OUT 19 /* its memory evicted to the host (likewise) */
+
 /* One executed command, when a run records its timeline. */
 typedef struct gmx_sim_span {
 	uint32_t task, op; /* op index within the unit */
 	uint64_t unit;
 	int16_t stream;
-	uint8_t kind; /* gmx_op_kind_t */
+	uint8_t kind; /* gmx_op_kind_t, or GMX_SPAN_* */
 	int64_t start_ns, end_ns;
 } gmx_sim_span_t;
 
@@ -58,6 +65,7 @@ typedef struct gmx_sim_timeline {
 	gmx_sim_span_t *spans;
 	uint64_t n, cap;
 	uint64_t limit; /* stop recording after this many (0 = no limit) */
+	int64_t until_ns; /* record nothing that starts later (0 = no bound) */
 } gmx_sim_timeline_t;
 
 typedef struct gmx_sim_config {

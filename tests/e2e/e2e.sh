@@ -551,6 +551,108 @@ budget)
     grep -q "until its allocations shrink" "$R/big.err" || fail "the interposer did not say it backs off"
     ! grep -q "good): cut off" "$R/daemon.log" || fail "the client within its budget was cut off"
     ;;
+metrics)
+    # Two clients scraped by `gpumux metrics` and over HTTP (metrics_listen): promtool accepts
+    # both texts, they agree with each other and with `gpumux status --json`; an identity's
+    # counters outlive its clients; the endpoint's bounds hold while scheduling goes on.
+    command -v promtool >/dev/null || { echo "SKIPPED: promtool not installed (Debian package prometheus)"; exit 77; }
+    command -v curl >/dev/null || { echo "SKIPPED: curl not installed"; exit 77; }
+    start_daemon "policy = fikit" "metrics_listen = 127.0.0.1:0" "device_memory_mb = 64"
+    rm -f "$R/end"
+    client serve 0 --oversubscribe -- --kernels hp:200 --count 40 --gap-us 300 --alloc-mb 40 --linger-when "$R/end"
+    client train 7 --oversubscribe -- --kernels lp:400 --count 200 --sync-every 8 --alloc-mb 40 --linger-when "$R/end"
+    for n in serve train; do
+        for _ in $(seq 400); do grep -q '^idle$' "$R/$n.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^idle$' "$R/$n.out" 2>/dev/null || fail "$n never became idle"
+    done
+    "$CLIENT" --hostile bad-hello >"$R/h1.out" 2>&1 || fail "bad-hello: $(cat "$R/h1.out")"
+    "$G" metrics >"$R/metrics.txt" 2>"$R/metrics.err" || fail "gpumux metrics: $(cat "$R/metrics.err")"
+    "$G" status --json >"$R/status.json"
+    url=$(jq -r .metrics_url "$R/status.json")
+    curl -sf "$url" >"$R/http.txt" || fail "no answer from $url"
+    for f in metrics http; do
+        promtool check metrics <"$R/$f.txt" >"$R/promtool-$f.out" 2>&1 ||
+            fail "promtool rejects the $f text: $(head -3 "$R/promtool-$f.out")"
+    done
+    echo "promtool accepts $(grep -c '^# TYPE' "$R/metrics.txt") families ($(wc -c <"$R/metrics.txt") bytes)"
+    cmp -s <(grep -v '^gpumux_uptime_seconds ' "$R/metrics.txt") <(grep -v '^gpumux_uptime_seconds ' "$R/http.txt") ||
+        fail "the socket's and the endpoint's texts differ"
+    # Every family is documented in docs/metrics.md, and the Grafana dashboard asks only for
+    # families the daemon serves.
+    TOP=$(cd "$(dirname "$0")/../.." && pwd)
+    for f in $(sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' "$R/metrics.txt"); do
+        grep -q "^| \`$f\` |" "$TOP/docs/metrics.md" || fail "$f is not documented in docs/metrics.md"
+    done
+    for f in $(jq -r '.. | .expr? // empty' "$TOP/contrib/grafana/gpumux.json" | grep -o 'gpumux_[a-z_]*' | sed 's/_bucket$//' | sort -u); do
+        grep -q "^# TYPE $f " "$R/metrics.txt" || fail "the dashboard asks for $f, which gpumuxd does not serve"
+    done
+    # mval FAMILY [NAME]: the value of FAMILY's series (for the client identity NAME).
+    mval() {
+        local p="$1 "
+        [ $# -gt 1 ] && p="$1{name=\"$2\","
+        awk -v p="$p" 'index($0, p) == 1 { print $NF }' "$R/metrics.txt"
+    }
+    same() { [ "$2" = "$3" ] && echo "ok: $1 = $2" || fail "$1: metrics say '$2', status says '$3'"; }
+    js() { jq -r "$1" "$R/status.json"; }
+    same clients "$(mval gpumux_clients)" "$(js .n_clients)"
+    same grants "$(mval gpumux_grants_total)" "$(js .grants)"
+    same device_memory "$(mval gpumux_device_memory_bytes)" "$(js .device_memory_bytes)"
+    same resident "$(mval gpumux_device_memory_resident_bytes)" "$(js .resident_bytes)"
+    same migrated_in "$(mval gpumux_migrated_in_bytes_total)" "$(js .migration.loaded_bytes)"
+    same migrated_out "$(mval gpumux_migrated_out_bytes_total)" "$(js .migration.evicted_bytes)"
+    same policy "$(sed -n 's/^gpumux_policy_info{policy="\(.*\)"} 1$/\1/p' "$R/metrics.txt")" "$(js .policy)"
+    uid=$(id -u)
+    for n in serve train; do
+        c=".clients[] | select(.name == \"$n\")"
+        same "$n grants" "$(mval gpumux_client_grants_total $n)" "$(js "$c.grants")"
+        same "$n notices" "$(mval gpumux_client_notices_total $n)" "$(js "$c.notices")"
+        same "$n completions" "$(mval gpumux_client_completions_total $n)" "$(js "$c.completions")"
+        same "$n allocated" "$(mval gpumux_client_allocated_bytes $n)" "$(js "$c.allocated_bytes")"
+        same "$n resident" "$(mval gpumux_client_resident_bytes $n)" "$(js "$c.resident_bytes")"
+        same "$n latency samples" "$(mval gpumux_client_grant_latency_seconds_count $n)" "$(js "$c.grants")"
+        grep -q "^gpumux_client_info{name=\"$n\",priority=\"$(js "$c.priority")\",uid=\"$uid\",container=\"\",pid=\"$(js "$c.pid")\"," \
+            "$R/metrics.txt" || fail "no gpumux_client_info for $n with its priority, uid $uid and pid"
+    done
+    same "serve kernels" "$(mval gpumux_client_kernels_total serve)" 40
+    same "train kernels" "$(mval gpumux_client_kernels_total train)" 200
+    same "migrated in, summed over clients" \
+        "$(awk '/^gpumux_client_migrated_in_bytes_total/ { s += $NF } END { print s }' "$R/metrics.txt")" "$(js .migration.loaded_bytes)"
+    [ "$(js .migration.evicted_bytes)" -gt 0 ] || fail "80 MB on 64 MB evicted nothing: the eviction figures went untested"
+    same "malformed refusals of uid $uid" \
+        "$(sed -n "s/^gpumux_refusals_total{reason=\"malformed\",uid=\"$uid\"} //p" "$R/metrics.txt")" "$(js .refusals.malformed)"
+    # Bounds: methods, request size, connections per address (GMXD_HTTP_PER_IP = 4). While four
+    # idle connections hold the endpoint, status still answers at once: the loop never waits.
+    code() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$@"; }
+    same "POST" "$(code -X POST "$url")" 405
+    same "a 20 kB header" "$(code -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)" "$url")" 431
+    same "another path" "$(code "${url%/metrics}/nothing")" 404
+    hp=${url#http://}; hp=${hp%/metrics}
+    exec 5<>"/dev/tcp/${hp%:*}/${hp##*:}" 6<>"/dev/tcp/${hp%:*}/${hp##*:}" 7<>"/dev/tcp/${hp%:*}/${hp##*:}" 8<>"/dev/tcp/${hp%:*}/${hp##*:}"
+    sleep 0.2
+    "$G" status >/dev/null || fail "status did not answer while four idle HTTP connections were open"
+    same "a fifth connection from one address" "$(code "$url")" 000
+    exec 5>&- 6>&- 7>&- 8>&-
+    sleep 0.2
+    same "after they closed" "$(code "$url")" 200
+    # A metrics address that cannot be served stops the daemon with the reason.
+    "$D" --foreground --runtime-dir "$R/bad" --metrics-listen localhost:9400 2>"$R/bad1.err" &&
+        fail "gpumuxd started with metrics_listen = localhost:9400"
+    grep -q "'localhost' is not a numeric IPv4 address" "$R/bad1.err" || fail "no reason for a host name: $(cat "$R/bad1.err")"
+    taken=${url#http://}; taken=${taken%/metrics}
+    "$D" --foreground --runtime-dir "$R/bad" --metrics-listen "$taken" 2>"$R/bad2.err" &&
+        fail "gpumuxd started on an address in use"
+    grep -q "cannot listen there: Address already in use" "$R/bad2.err" || fail "no reason for an address in use: $(cat "$R/bad2.err")"
+    # The clients leave: their identities' counters stay, nothing is connected.
+    before=$(mval gpumux_client_grants_total train)
+    touch "$R/end"
+    wait $PID_serve $PID_train
+    "$G" metrics >"$R/metrics.txt" || fail "gpumux metrics after the clients left"
+    same "clients after they left" "$(mval gpumux_clients)" 0
+    same "train connected after it left" "$(mval gpumux_client_connected train)" 0
+    same "train grants after it left" "$(mval gpumux_client_grants_total train)" "$before"
+    grep -q '^gpumux_client_info{' "$R/metrics.txt" && fail "gpumux_client_info lists a client that left"
+    promtool check metrics <"$R/metrics.txt" >/dev/null 2>&1 || fail "promtool rejects the text after the clients left"
+    ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is
     # closed with a log line; a well-behaved client alongside is unaffected.

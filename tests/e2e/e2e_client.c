@@ -5,7 +5,7 @@
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
  *              [--start-when FILE] [--end-when FILE] [--pause-at I --resume-when FILE]
- *              [--record-every K] [--hold-ms MS] [--allocs N] [--fork CHILD_OUT]
+ *              [--record-every K] [--hold-ms MS] [--allocs N] [--fork CHILD_OUT] [--linger-when FILE]
  *              [--hostile bad-hello|bad-ring|stall|huge-alloc|status-len|hello-nonul|silent:N|crowd:N]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
@@ -26,7 +26,10 @@
  * and counts the replies (WELCOME, REFUSED with their reasons, none), holding what it was
  * given for --hold-ms; status-len and hello-nonul send one malformed first message and print
  * the reply; huge-alloc registers and announces an allocation no machine holds.
- * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
+ * --linger-when: once every kernel completed, write "idle" and stay connected, memory held,
+ * until FILE exists (up to 60 s).
+ * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "idle",
+ * "done".
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -349,7 +352,7 @@ static void cuda_setup(const char *module, int nk, char names[][32], CUfunction 
 int main(int argc, char **argv)
 {
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
-		   *fork_out = NULL, *resume_when = NULL;
+		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
 	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1;
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -379,6 +382,8 @@ int main(int argc, char **argv)
 			allocs = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--fork"))
 			fork_out = argv[i + 1];
+		else if (!strcmp(argv[i], "--linger-when"))
+			linger_when = argv[i + 1];
 		else if (!strcmp(argv[i], "--pause-at"))
 			pause_at = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--resume-when"))
@@ -512,6 +517,13 @@ int main(int argc, char **argv)
 		fprintf(log, "waiting\n");
 		if (wait_for(end_when) != 0)
 			return 1;
+	}
+	if (linger_when) { /* idle and still connected, memory held, until FILE exists (60 s at most) */
+		fprintf(log, "idle\n");
+		for (int t = 0; access(linger_when, F_OK) != 0 && t < 60000; t++) {
+			struct timespec ms = {0, 1000000};
+			nanosleep(&ms, NULL);
+		}
 	}
 	if (buf)
 		CU(cuMemFree(buf));
