@@ -178,7 +178,7 @@ int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot)
 		printf("%-38s %-10s %8s %8s %8s %8s %8s %8s %6s %8s\n", "pair", "sched", "HPp50/al", "HPp95/al",
 		       "HPp99/al", "HPjct/al", "LP/alone", "LP/ts", "STP", "HPvsTS");
 	int rc = 0;
-	double worst_hp = 0, worst_lp = 1e9, best_lp = 0, sps[64];
+	double worst_hp = 0, worst_lp = 1e9, best_lp = 0, sps[64] = {0};
 	int n_sp = 0;
 	gmx_sim_result_t *res = calloc(N_SCHEDS + 2, sizeof(*res));
 	for (int i = 0; i < nf && !rc && res; i++) {

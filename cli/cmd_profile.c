@@ -108,7 +108,7 @@ static int record(int argc, char **argv)
 		.tasks = sc.tasks,
 		.n_tasks = sc.n_tasks,
 	};
-	gmx_progress_t prog;
+	gmx_progress_t prog = {0};
 	gmx_progress_start(&prog, "%s: measuring each task alone", sc.name);
 	cfg.progress = gmx_progress_tick;
 	cfg.progress_ctx = &prog;

@@ -48,7 +48,7 @@ void gmx_progress_end(gmx_progress_t *p)
 int gmx_progress_run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res, char *err,
 		     size_t err_len)
 {
-	gmx_progress_t p;
+	gmx_progress_t p = {0};
 	gmx_progress_start(&p, "%s: %s, %s", sc->name, sched, mem);
 	sc->progress = gmx_progress_tick;
 	sc->progress_ctx = &p;
