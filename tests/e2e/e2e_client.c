@@ -23,6 +23,8 @@
  * given for --hold-ms; status-len and hello-nonul send one malformed first message and print
  * the reply; huge-alloc registers and announces an allocation no machine holds.
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "done".
+ * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T" before "done":
+ * the time from the first launch to the end of the final synchronisation.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -329,7 +331,7 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *resume_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000, pause_at = -1;
+	     record_every = 0, hold_ms = 6000, pause_at = -1, quiet = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -359,6 +361,8 @@ int main(int argc, char **argv)
 			how = argv[i + 1];
 		else if (!strcmp(argv[i], "--hold-ms"))
 			hold_ms = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--quiet"))
+			quiet = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -430,6 +434,7 @@ int main(int argc, char **argv)
 		if (wait_for(start_when) != 0)
 			return 1;
 	}
+	long long t_first = now_ns();
 	for (long i = 0; i < count; i++) {
 		if (i == pause_at) {
 			CU(cuStreamSynchronize(st));
@@ -441,7 +446,8 @@ int main(int argc, char **argv)
 		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
 		unsigned long long touch = (unsigned long long)touch_mb << 20;
 		void *args[] = {&at, &idx, &touch};
-		fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
+		if (!quiet)
+			fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
 		CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
 		if (record_every > 0 && (i + 1) % record_every == 0) {
 			CUevent ev;
@@ -458,8 +464,11 @@ int main(int argc, char **argv)
 		}
 	}
 	CU(cuStreamSynchronize(st));
+	long long t_last = now_ns();
 	if (buf)
 		CU(cuMemFree(buf));
+	if (quiet)
+		fprintf(log, "rate launches=%ld ns=%lld\n", count, t_last - t_first);
 	fprintf(log, "done\n");
 	return 0;
 }
