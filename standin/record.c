@@ -24,6 +24,12 @@ static gmx_workload_t g_w;
 static int g_on = -1; /* -1 not decided, 0 off, 1 recording */
 static pid_t g_pid;
 static char *g_path;
+static volatile int g_forked; /* set in a forked child: decide again (getpid() is a syscall) */
+
+static void record_atfork_child(void)
+{
+	g_forked = 1;
+}
 
 static void write_out(void)
 {
@@ -39,8 +45,14 @@ static void write_out(void)
 /* Decides once (per process) whether to record; S.lock-free. */
 static int on(void)
 {
-	if (g_on >= 0 && getpid() == g_pid)
+	if (g_on >= 0 && !g_forked)
 		return g_on;
+	static int atfork;
+	if (!atfork) {
+		pthread_atfork(NULL, NULL, record_atfork_child);
+		atfork = 1;
+	}
+	g_forked = 0;
 	const char *p = getenv("GPUMUX_STANDIN_RECORD");
 	if (g_on == 1) /* a forked child: the parent's recording is not its own */
 		gmx_workload_free(&g_w);

@@ -30,6 +30,8 @@
  * until FILE exists (up to 60 s).
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "idle",
  * "done".
+ * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T" before "done":
+ * the time from the first launch to the end of the final synchronisation.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -354,7 +356,7 @@ int main(int argc, char **argv)
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
 		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1;
+	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -392,6 +394,8 @@ int main(int argc, char **argv)
 			how = argv[i + 1];
 		else if (!strcmp(argv[i], "--hold-ms"))
 			hold_ms = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--quiet"))
+			quiet = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -481,6 +485,7 @@ int main(int argc, char **argv)
 			pause_at = -1;
 		}
 	}
+	long long t_first = now_ns();
 	for (long i = 0; i < count; i++) {
 		if (i == pause_at) {
 			CU(cuStreamSynchronize(st));
@@ -492,7 +497,8 @@ int main(int argc, char **argv)
 		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
 		unsigned long long touch = (unsigned long long)touch_mb << 20;
 		void *args[] = {&at, &idx, &touch};
-		fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
+		if (!quiet)
+			fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
 		CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
 		if (record_every > 0 && (i + 1) % record_every == 0) {
 			CUevent ev;
@@ -509,6 +515,7 @@ int main(int argc, char **argv)
 		}
 	}
 	CU(cuStreamSynchronize(st));
+	long long t_last = now_ns();
 	for (long i = 0; small && i < allocs; i++)
 		CU(cuMemFree(small[i]));
 	if (allocs > 0)
@@ -527,6 +534,8 @@ int main(int argc, char **argv)
 	}
 	if (buf)
 		CU(cuMemFree(buf));
+	if (quiet)
+		fprintf(log, "rate launches=%ld ns=%lld\n", count, t_last - t_first);
 	fprintf(log, "done\n");
 	if (child == 0) {
 		fclose(log);
