@@ -116,7 +116,10 @@ static int bench_calibrate(const bench_opts_t *o)
 		       "link with 64 KB growth); sequential sweep %.2f GB/s; bulk %.1f GB/s serial, %.1f GB/s "
 		       "pipelined\n\n",
 		       single, link, sweep, dev->link_serial_gbps, dev->link_in_gbps + dev->link_out_gbps);
-		printf("%-12s %12s %12s %10s %14s\n", "scenario", "inmem u/s", "um u/s", "um/inmem", "faults/unit");
+		printf("um and inmem both under the GPU's native time slicing (the scenario's slice_ms, 2 ms): the\n"
+		       "same schedule; worst = the worst-served task's um/inmem, p99 = um's worst task p99 latency\n");
+		printf("%-12s %12s %12s %10s %9s %9s %14s\n", "scenario", "inmem u/s", "um u/s", "um/inmem", "worst",
+		       "p99", "faults/unit");
 	}
 	for (int m = 0; m < 4; m++)
 		for (int p = 0; p < 3; p++) {
@@ -151,11 +154,14 @@ static int bench_calibrate(const bench_opts_t *o)
 				tu += r[1].tasks[i].throughput_per_s;
 			}
 			if (!o->json)
-				printf("%-12.*s %12.3f %12.4f %9.2f%% %14.0f\n", (int)strlen(name) - 11, name + 7, ti, tu,
-				       100 * ret, fpu);
+				printf("%-12.*s %12.3f %12.4f %9.2f%% %8.2f%% %8.2fs %14.0f\n", (int)strlen(name) - 11, name + 7,
+				       ti, tu, 100 * ret, 100 * gmx_bench_worst_share(&r[1], &r[0]),
+				       gmx_bench_worst_p99(&r[1]), fpu);
 			json_t *row = json_object();
 			json_object_set_new(row, "scenario", json_string(name));
 			json_object_set_new(row, "um_retained", json_real(ret));
+			json_object_set_new(row, "um_worst_share", json_real(gmx_bench_worst_share(&r[1], &r[0])));
+			json_object_set_new(row, "um_p99_s", json_real(gmx_bench_worst_p99(&r[1])));
 			json_object_set_new(row, "faults_per_unit", json_real(fpu));
 			json_array_append_new(rows, row);
 			free(r);
@@ -336,6 +342,9 @@ static void usage(FILE *out)
 		     "  msched     proactive memory scheduling: mixes A-D at 150/200/300%% under um,\n"
 		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
 		     "             template accuracy\n"
+		     "  frontier   um, ideal and msched at slices 2 ms .. 2 s on mixes A-D and micro at 200%%:\n"
+		     "             share of same-slice inmem against the worst task's p99 latency\n"
+		     "             (--quick: 5 s warm-up, 5 s measured)\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
@@ -386,6 +395,10 @@ int gmx_cmd_bench(int argc, char **argv)
 		int gmx_bench_msched(const char *dir, int quick, int json); /* bench_msched.c */
 		return gmx_bench_msched(o.dir, o.quick, o.json);
 	}
+	if (!strcmp(name, "frontier")) {
+		int gmx_bench_frontier(const char *dir, int quick, int json); /* bench_frontier.c */
+		return gmx_bench_frontier(o.dir, o.quick, o.json);
+	}
 	if (!strcmp(name, "fikit")) {
 		int gmx_bench_fikit(const char *dir, int quick, int json); /* bench_fikit.c */
 		return gmx_bench_fikit(o.dir, o.quick, o.json);
@@ -394,6 +407,6 @@ int gmx_cmd_bench(int argc, char **argv)
 		return bench_speed(&o);
 	if (!strcmp(name, "replay"))
 		return bench_replay(&o);
-	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, speed, replay or msched)\n", name);
+	fprintf(stderr, "gpumux bench: unknown benchmark '%s' (expected calibrate, msched, frontier, fikit, speed or replay)\n", name);
 	return 2;
 }
