@@ -193,7 +193,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 	gmx_sim_result_t *r = calloc(M_COUNT, sizeof(*r));
 	if (!r)
 		return 1;
-	int64_t mem_slice = GMX_MSCHED_SLICE_NS_DEFAULT;
+	int64_t mem_slice = 0;
 	for (int mx = 0; mx < 4; mx++)
 		for (int p = 0; p < 3; p++) {
 			if (quick && p)

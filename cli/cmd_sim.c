@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "msched.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -33,8 +34,10 @@ static void usage(FILE *out)
 		"  --warmup S       simulated seconds to run first, not measured (default: the\n"
 		"                   scenario's warmup_s, else 0)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
-		"  --mem-slice-ms MS  slice of the msched modes (default: the scenario's\n"
-		"                   mem_slice_ms, else 200); ideal keeps the scenario's schedule\n"
+		"  --mem-slice-ms MS  one fixed slice for the msched modes (default: the scenario's\n"
+		"                   mem_slice_ms; without one, msched picks each turn's slice by its\n"
+		"                   rule: migration <= 10%% of the turn, within the tasks'\n"
+		"                   latency_target_ms); ideal keeps the scenario's schedule\n"
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        inmem and um at the native slice; inmem, um, ideal and msched at\n"
@@ -138,7 +141,14 @@ static int compare(gmx_scenario_t *sc)
 	if (!r)
 		return 1;
 	int64_t nat = sc->params.slice_ns, ms = sc->mem_slice_ns;
-	int rc = run_at(sc, "timeslice", "inmem", nat, &r[IN_N]);
+	/* msched first: under its slice rule (no fixed mem_slice_ms), the others
+	 * run at the mean slice it picked. */
+	int rc = run_at(sc, "timeslice", "msched", nat, &r[MS_L]);
+	int rule = !rc && r[MS_L].msched.slice_auto;
+	if (rule)
+		ms = (int64_t)llround(r[MS_L].msched.slice_mean_ms * 1e6);
+	if (!rc)
+		rc = run_at(sc, "timeslice", "inmem", nat, &r[IN_N]);
 	if (!rc)
 		rc = run_at(sc, "timeslice", "um", nat, &r[UM_N]);
 	if (!rc)
@@ -147,8 +157,6 @@ static int compare(gmx_scenario_t *sc)
 		rc = run_at(sc, "timeline", "um", ms, &r[UM_L]);
 	if (!rc)
 		rc = run_at(sc, "timeline", "ideal", ms, &r[ID_L]);
-	if (!rc)
-		rc = run_at(sc, "timeslice", "msched", nat, &r[MS_L]);
 	if (rc) {
 		free(r);
 		return rc;
@@ -161,6 +169,11 @@ static int compare(gmx_scenario_t *sc)
 		       sc->warmup_ns / 1e9);
 	else
 		printf("measured over %.1f simulated s from the start\n", sc->duration_ns / 1e9);
+	if (rule)
+		printf("msched picks each turn's slice by its rule (migration <= %.0f%% of the turn, latency targets):\n"
+		       "%.0f-%.0f ms, mean %.0f ms; the other modes run at that mean\n",
+		       100 * GMX_MSCHED_MIGRATION_SHARE, r[MS_L].msched.slice_min_ms, r[MS_L].msched.slice_max_ms,
+		       r[MS_L].msched.slice_mean_ms);
 	printf("every %% is of unlimited memory (inmem) under the same schedule and slice\n\n");
 	char hn[48], hl[96];
 	snprintf(hn, sizeof(hn), "native %g ms", n_ms);

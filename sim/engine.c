@@ -99,6 +99,13 @@ static void dev_set_timer(void *ctx, int64_t at)
 	gmx_sim__push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
 }
 
+/* msched's slice rule, when on (the timeline scheduler asks at each turn). */
+static int64_t dev_slice_for(void *ctx, uint32_t task)
+{
+	sim_t *s = ctx;
+	return s->ms && s->cfg->mem_slice_auto ? gmx_msched_slice(s->ms, task) : 0;
+}
+
 /* The GPU's compute preemption at the end of a time slice: the task's
  * kernels on the execution engine stop where they are (a kernel computing
  * keeps the rest of its run, one waiting for a fault batch or a migration
@@ -708,6 +715,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
 					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),
 					       cfg->sched.slice_ns, cfg->templates, &s.ms);
+		if (!rc && s.ms)
+			gmx_msched_slice_rule(s.ms, cfg->mem_slice_auto);
 		if (!rc && cfg->mem == GMX_MEM_IDEAL)
 			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
 	}
@@ -716,7 +725,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .submit = dev_submit,
 			    .migrate = NULL,
 			    .set_timer = dev_set_timer,
-			    .preempt = dev_preempt};
+			    .preempt = dev_preempt,
+			    .slice_for = dev_slice_for};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)
