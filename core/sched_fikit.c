@@ -324,6 +324,9 @@ static void fk_task_done(gmx_policy_t *s, uint32_t task)
 	if (task < GMX_MAX_TASKS) {
 		s->task[task].done = 1;
 		s->task[task].pending = 0; /* no next command: the gap is not a gap */
+		/* What it still had queued goes now, whatever its level: nobody waits for it. */
+		while (s->task[task].queue.head)
+			release(s, task);
 	}
 	dispatch(s);
 }
@@ -362,7 +365,7 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 		uint64_t ctx = t->last_id;
 		if (t->host_wait && !t->queue.head && !t->inflight)
 			ctx = GMX_KPROF_AFTER_SYNC(ctx);
-		if (s->params.profile_learn && t->prof && released >= 0) {
+		if (s->params.profile_learn && t->prof && released >= 0 && !t->done) {
 			int64_t began = released;
 			if (t->prev_done > began)
 				began = t->prev_done;

@@ -51,8 +51,11 @@ static void pump(gmx_policy_t *s, uint32_t t)
 
 static void mps_task_done(gmx_policy_t *s, uint32_t task)
 {
-	(void)s;
-	(void)task;
+	/* What it still had queued goes now: nobody waits for it. */
+	while (task < GMX_MAX_TASKS && s->task[task].queue.head) {
+		s->task[task].inflight++;
+		s->dev.submit(s->dev.ctx, gmx_cmd_queue_pop(&s->task[task].queue));
+	}
 }
 
 static void mps_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)

@@ -76,8 +76,14 @@ static void dispatch(gmx_policy_t *s)
 
 static void sp_task_done(gmx_policy_t *s, uint32_t task)
 {
-	if (task < GMX_MAX_TASKS)
+	if (task < GMX_MAX_TASKS) {
 		s->task[task].done = 1;
+		/* What it still had queued goes now, whatever its level: nobody waits for it. */
+		while (s->task[task].queue.head) {
+			s->task[task].inflight++;
+			s->dev.submit(s->dev.ctx, gmx_cmd_queue_pop(&s->task[task].queue));
+		}
+	}
 	dispatch(s);
 }
 

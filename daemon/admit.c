@@ -57,6 +57,19 @@ static int privileged(uid_t uid)
 	return uid == 0 || uid == geteuid();
 }
 
+long gmxd__clients_reserved(void)
+{
+	long r = SRV.cfg->max_clients / 4;
+	return r < GMXD_CLIENTS_RESERVE ? r : GMXD_CLIENTS_RESERVE;
+}
+
+long gmxd__clients_per_user(void)
+{
+	if (SRV.cfg->max_clients_per_user)
+		return SRV.cfg->max_clients_per_user;
+	return (SRV.cfg->max_clients + 1) / 2;
+}
+
 /* Closes fd after reading what the peer already sent: closing with unread data would make
  * the peer's next read fail (ECONNRESET) before it reaches the reply. */
 static void drain_close(int fd)
@@ -89,17 +102,18 @@ void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...)
 /* Registers the peer as a client: a shared region, two eventfds, a policy task, WELCOME. */
 static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 {
-	int task = -1, live = 0, mine = 0;
+	int task = -1, live = 0, mine = 0, others = 0;
 	for (int t = 0; t < GMX_MAX_TASKS; t++) {
 		const client_t *o = &SRV.cl[t];
 		if (o->used && !o->dead) {
 			live++;
 			mine += o->uid == cr->uid;
+			others += !privileged(o->uid);
 		}
 		if (!o->used && task < 0)
 			task = t;
 	}
-	long per_user = SRV.cfg->max_clients_per_user ? SRV.cfg->max_clients_per_user : SRV.cfg->max_clients;
+	long per_user = gmxd__clients_per_user(), open_to_all = SRV.cfg->max_clients - gmxd__clients_reserved();
 	if (task < 0 || live >= SRV.cfg->max_clients) {
 		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
 			     "the daemon serves %d clients already (max_clients %ld)", live,
@@ -110,6 +124,13 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
 			     "uid %d has %d clients already (max_clients_per_user %ld)", (int)cr->uid, mine,
 			     per_user);
+		return;
+	}
+	if (!privileged(cr->uid) && others >= open_to_all) {
+		gmxd__refuse(fd, GMXD_REF_BUSY, EBUSY,
+			     "the daemon serves %d clients already; the last %ld of max_clients %ld are kept "
+			     "for root and gpumuxd's user",
+			     live, gmxd__clients_reserved(), SRV.cfg->max_clients);
 		return;
 	}
 	int mfd = memfd_create("gpumux-client", MFD_CLOEXEC);
@@ -148,21 +169,8 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 	c->oversub = (h->flags & GMX_HELLO_OVERSUBSCRIBE) || SRV.cfg->oversubscribe_default;
 	c->connected_ns = c->last_progress = gmxd__now_ns();
 	SRV.prof_ptr[c->task] = NULL;
-	if (SRV.ops->flags & GMX_POLICY_PROFILES) {
-		int k = -1;
-		for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
-			if (SRV.store[i].used && strcmp(SRV.store[i].name, c->name) == 0)
-				k = i;
-		for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
-			if (!SRV.store[i].used && gmx_kprof_init(&SRV.store[i].prof, c->name) == 0) {
-				SRV.store[i].used = 1;
-				memcpy(SRV.store[i].name, c->name, sizeof SRV.store[i].name);
-				gmxd__store_load(c->name, &SRV.store[i].prof); /* else measured as it runs */
-				k = i;
-			}
-		if (k >= 0)
-			SRV.prof_ptr[c->task] = &SRV.store[k].prof;
-	}
+	if (SRV.ops->flags & GMX_POLICY_PROFILES)
+		SRV.prof_ptr[c->task] = gmxd__store_get(c->name); /* NULL: not measured */
 	int rc = SRV.ops->task_add(SRV.pol, c->task, c->priority);
 	if (rc != 0) {
 		close(mfd);

@@ -259,8 +259,9 @@ void gmxd__drop_client(client_t *c, const char *why)
 	uint32_t task = c->task;
 	char name[GMX_NAME_MAX];
 	memcpy(name, c->name, sizeof name);
+	/* task_done first: the policy then hands out its queued commands at once (they complete
+	 * unrun, and the slot is free for a new client), and learns nothing from the killed work. */
 	SRV.in_policy = 1;
-	gmxd__run_deferred();
 	SRV.ops->task_done(SRV.pol, task);
 	gmxd__run_deferred();
 	SRV.in_policy = 0;

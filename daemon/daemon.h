@@ -34,6 +34,7 @@
 #define GMXD_SPIN_US_DEFAULT 0 /* busy-poll the rings before sleeping (0: never) */
 #define GMXD_SPIN_US_MAX 10000
 #define GMXD_ALLOW_MAX 32
+#define GMXD_CLIENTS_RESERVE 4 /* of max_clients, kept for root and the daemon's user */
 #define GMXD_ALLOCS_PER_CLIENT 4096
 #define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
 #define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
@@ -51,7 +52,7 @@ typedef struct {
 	char runtime_dir[256];
 	char policy[32];
 	long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
-	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: max_clients */
+	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: half of max_clients */
 	uid_t allow_uid[GMXD_ALLOW_MAX];
 	int n_allow_uid;
 	gid_t allow_gid[GMXD_ALLOW_MAX];

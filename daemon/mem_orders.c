@@ -142,7 +142,7 @@ void gmxd__plan_memory(client_t *c, dcmd_t *d)
 		if (task_slice(&SRV.cl[order[k]], d, D_QUEUED, &sl[n], &buf, &len, &cap, &start[n]) == 0)
 			n++;
 	for (uint32_t k = 1; k < n; k++)
-		sl[k].r = sl[k].whole ? NULL : buf + start[k];
+		sl[k].r = sl[k].whole || !sl[k].n ? NULL : buf + start[k]; /* buf is NULL when no slice has ranges */
 	gmxd_mem_stats_t st;
 	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, NULL, &st);
 	free(buf);

@@ -127,13 +127,16 @@ typedef struct {
 	int64_t start_ns, timer_at;
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	int stop;
-	/* Kernel profiles by task name, kept for the daemon's lifetime so a client that comes
-	 * back under the same name is not measured again (policies with GMX_POLICY_PROFILES). */
+	/* Kernel profiles by task name, kept while there is room so a client that comes back
+	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the
+	 * least recently used one nobody holds makes room for a new name. */
 	struct {
 		char name[GMX_NAME_MAX];
 		gmx_kprof_t prof;
 		int used;
+		uint64_t last_used; /* store_clock when a client last took it */
 	} store[GMX_MAX_TASKS];
+	uint64_t store_clock;
 	gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
 	/* Recent notice-to-grant latencies of high-priority clients (priority 0..2), kept after
 	 * the clients leave: what `gpumux status` reports as recent HP latency. */
@@ -194,6 +197,14 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 /* Refuses pending connections older than GMXD_PENDING_TIMEOUT_NS at `now`. */
 void gmxd__pending_expire(int64_t now);
 
+/* Client slots kept for root and the daemon's own user: other users together never take the
+ * last min(GMXD_CLIENTS_RESERVE, max_clients / 4) of max_clients. */
+long gmxd__clients_reserved(void);
+
+/* Clients one uid other than root and the daemon's may have: max_clients_per_user, or half of
+ * max_clients (rounded up) when it is 0. */
+long gmxd__clients_per_user(void);
+
 /* Sends REFUSED (error, reason) on fd, counts it under `kind`, and closes fd. */
 void gmxd__refuse(int fd, int kind, int error, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -236,7 +247,8 @@ void gmxd__plan_memory(client_t *c, dcmd_t *d);
 /* ---- store.c ---- */
 
 /* Prepares the profile store: creates profile_dir (mode 0700) and proves it writable, makes
- * the files already there private. 0, or a negative errno with the reason in err. */
+ * the files already there private, removes unfinished saves. 0, or a negative errno with the
+ * reason in err. */
 int gmxd__store_open(char *err, size_t err_len);
 
 /* Loads the stored profile of task `name` into *p when there is one (a bad file is logged). */
@@ -245,6 +257,11 @@ void gmxd__store_load(const char *name, gmx_kprof_t *p);
 /* Writes a snapshot of task `name`'s profile to the store, when it has learned anything:
  * mode 0600, flushed to disk before it replaces the previous file. */
 void gmxd__store_save(const char *name, gmx_kprof_t *p);
+
+/* The profile of task `name` for a new client: the one kept, else loaded from the store (or
+ * empty, to be measured) into a free entry or the least recently used one no client holds.
+ * NULL when every entry is held or out of memory (the task is then not measured). */
+gmx_kprof_t *gmxd__store_get(const char *name);
 
 /* ---- status.c ---- */
 

@@ -65,11 +65,11 @@ void gmxd__status_reply(int fd)
 		live += SRV.cl[t].used && !SRV.cl[t].dead;
 	OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
 	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"max_clients\":%ld,\"max_clients_per_user\":%ld,"
-	    "\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%llu,"
+	    "\"clients_reserved\":%ld,\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%llu,"
 	    "\"task_memory_limit_bytes\":%llu,",
 	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
 	    (now - SRV.start_ns) / 1e9, json_str(SRV.sock_path, e1, sizeof e1), SRV.cfg->max_clients,
-	    SRV.cfg->max_clients_per_user ? SRV.cfg->max_clients_per_user : SRV.cfg->max_clients, live,
+	    gmxd__clients_per_user(), gmxd__clients_reserved(), live,
 	    SRV.n_pend, (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem));
 	OUT("\"refusals\":{\"not_allowed\":%llu,\"busy\":%llu,\"malformed\":%llu,\"version\":%llu,"
 	    "\"timeout\":%llu,\"resources\":%llu},",
@@ -79,6 +79,19 @@ void gmxd__status_reply(int fd)
 	    (unsigned long long)SRV.refusals[GMXD_REF_VERSION],
 	    (unsigned long long)SRV.refusals[GMXD_REF_TIMEOUT],
 	    (unsigned long long)SRV.refusals[GMXD_REF_RESOURCES]);
+	uint64_t held_bytes = 0, cmds_held = 0;
+	uint32_t slots = 0, actions = 0;
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
+		held_bytes += gmxd_mem_bytes(SRV.mem, t);
+		slots += SRV.cl[t].used;
+		cmds_held += SRV.cl[t].refs;
+	}
+	for (const action_t *a = SRV.act_head; a; a = a->next)
+		actions++;
+	OUT("\"accounts\":{\"slots\":%u,\"commands_held\":%llu,\"allocated_bytes\":%llu,"
+	    "\"evictions_outstanding\":%u,\"actions_waiting\":%u},",
+	    slots, (unsigned long long)cmds_held, (unsigned long long)held_bytes, SRV.evicts_outstanding,
+	    actions);
 	OUT("\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"

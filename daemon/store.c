@@ -38,7 +38,8 @@ static int profile_path(const char *name, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-/* Makes the files already in the store private (an older gpumuxd wrote them 0644). */
+/* Makes the files already in the store private (an older gpumuxd wrote them 0644) and
+ * removes the temporaries of saves a crash interrupted. */
 static void privatise(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -48,12 +49,18 @@ static void privatise(const char *dir)
 	for (struct dirent *e; (e = readdir(d));) {
 		size_t l = strlen(e->d_name);
 		struct stat st;
-		if (l < 8 || strcmp(e->d_name + l - 8, ".gmxprof") != 0 ||
+		int tmp = strstr(e->d_name, ".gmxprof.tmp.") != NULL;
+		if ((!tmp && (l < 8 || strcmp(e->d_name + l - 8, ".gmxprof") != 0)) ||
 		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-		    st.st_uid != geteuid() || !(st.st_mode & 077))
+		    st.st_uid != geteuid())
 			continue;
-		if (fchmodat(dfd, e->d_name, STORE_FILE_MODE, 0) == 0)
+		if (tmp) {
+			if (unlinkat(dfd, e->d_name, 0) == 0)
+				gmxd_log("profile store: %s/%s removed (a save that did not finish)", dir,
+					 e->d_name);
+		} else if ((st.st_mode & 077) && fchmodat(dfd, e->d_name, STORE_FILE_MODE, 0) == 0) {
 			gmxd_log("profile store: %s/%s made private (mode 0600)", dir, e->d_name);
+		}
 	}
 	closedir(d);
 }
@@ -194,4 +201,43 @@ void gmxd__store_save(const char *name, gmx_kprof_t *p)
 	else
 		gmxd_log("profile store: saved %s (%u kernels)", path, snap.n);
 	gmx_kprof_free(&snap);
+}
+
+gmx_kprof_t *gmxd__store_get(const char *name)
+{
+	int k = -1, lru = -1;
+	for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++)
+		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
+			k = i;
+	for (int i = 0; i < GMX_MAX_TASKS && k < 0; i++) {
+		if (!SRV.store[i].used) {
+			k = i;
+			break;
+		}
+		/* In use while a client slot (a departed one with commands still held included)
+		 * points at it. */
+		int held = 0;
+		for (int t = 0; t < GMX_MAX_TASKS && !held; t++)
+			held = SRV.cl[t].used && SRV.prof_ptr[t] == &SRV.store[i].prof;
+		if (!held && (lru < 0 || SRV.store[i].last_used < SRV.store[lru].last_used))
+			lru = i;
+	}
+	if (k < 0 && lru >= 0) {
+		/* Every entry is taken: the least recently used one no client holds goes (it was
+		 * saved when its last client left). */
+		gmx_kprof_free(&SRV.store[lru].prof);
+		SRV.store[lru].used = 0;
+		k = lru;
+	}
+	if (k < 0)
+		return NULL;
+	if (!SRV.store[k].used) {
+		if (gmx_kprof_init(&SRV.store[k].prof, name) != 0)
+			return NULL;
+		SRV.store[k].used = 1;
+		snprintf(SRV.store[k].name, sizeof SRV.store[k].name, "%s", name);
+		gmxd__store_load(name, &SRV.store[k].prof); /* else measured as it runs */
+	}
+	SRV.store[k].last_used = ++SRV.store_clock;
+	return &SRV.store[k].prof;
 }

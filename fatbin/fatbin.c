@@ -48,7 +48,9 @@ static uint64_t name_hash(const char *s, size_t n)
 	uint64_t h = 1469598103934665603ull;
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
+	/* FNV-1a's low bits follow the last bytes closely (k1_0, k1_1, ...): fold the high half in,
+	 * since the table takes the low bits. */
+	return h ^ (h >> 29) ^ (h >> 43);
 }
 
 /* The slot holding name, or the empty slot where it would go. */
@@ -309,8 +311,7 @@ static int parse_image(gmx_fatbin_t *fb, const uint8_t *p, size_t n, int exact, 
 			return gmx_fb__err(
 			    err, err_len, -EINVAL,
 			    "fatbin wrapper: its fatbin pointer lies outside the %zu bytes given", n);
-		return parse_image(fb, (const uint8_t *)data, n - (data - base), 0, depth + 1, err,
-				   err_len);
+		return parse_image(fb, (const uint8_t *)data, n - (data - base), 0, depth + 1, err, err_len);
 	}
 	if (magic == GMX_FATBIN_MAGIC) {
 		if (!exact) { /* one container, as long as its header says */
@@ -366,8 +367,7 @@ gmx_fatbin_t *gmx_fb__new(void)
 	return calloc(1, sizeof(gmx_fatbin_t));
 }
 
-static int parse_top(const void *image, size_t len, int exact, gmx_fatbin_t **out, char *err,
-		     size_t err_len)
+static int parse_top(const void *image, size_t len, int exact, gmx_fatbin_t **out, char *err, size_t err_len)
 {
 	if (err && err_len)
 		err[0] = '\0';
@@ -395,8 +395,7 @@ int gmx_fatbin_parse(const void *image, size_t len, gmx_fatbin_t **out, char *er
 	return parse_top(image, len, len != SIZE_MAX, out, err, err_len);
 }
 
-int gmx_fatbin_parse_within(const void *image, size_t readable, gmx_fatbin_t **out, char *err,
-			    size_t err_len)
+int gmx_fatbin_parse_within(const void *image, size_t readable, gmx_fatbin_t **out, char *err, size_t err_len)
 {
 	return parse_top(image, readable, 0, out, err, err_len);
 }

@@ -216,10 +216,55 @@ out:
 	return rc;
 }
 
+/* Skips a body whose "{" was the last token, to just after its matching "}" (or the end): most
+ * of a PTX text is bodies, and nothing in them declares an entry, so they are scanned for
+ * braces, comments and strings only, without tokens. */
+static void skip_body(lex_t *l)
+{
+	const char *p = l->p, *end = l->end;
+	size_t depth = 1;
+	while (p < end && depth) {
+		const char *q = p;
+		while (q < end && *q != '{' && *q != '}' && *q != '/' && *q != '"')
+			q++;
+		if (q >= end) {
+			p = end;
+			break;
+		}
+		if (*q == '{') {
+			depth++;
+			p = q + 1;
+		} else if (*q == '}') {
+			depth--;
+			p = q + 1;
+		} else if (*q == '"') {
+			q++;
+			while (q < end && *q != '"' && *q != '\n')
+				q += (*q == '\\' && end - q >= 2) ? 2 : 1;
+			p = q < end ? q + 1 : end;
+		} else if (end - q >= 2 && q[1] == '/') {
+			const char *nl = memchr(q, '\n', (size_t)(end - q));
+			p = nl ? nl + 1 : end;
+		} else if (end - q >= 2 && q[1] == '*') {
+			q += 2;
+			while (end - q >= 2 && !(q[0] == '*' && q[1] == '/'))
+				q++;
+			p = end - q >= 2 ? q + 2 : end;
+		} else {
+			p = q + 1;
+		}
+	}
+	l->p = p;
+}
+
 int gmx_fb__ptx(gmx_fatbin_t *fb, const char *p, size_t n, const char *where, char *err, size_t err_len)
 {
 	lex_t l = {.p = p, .end = p + strnlen(p, n)};
 	while (next(&l)) {
+		if (l.len == 1 && l.tok[0] == '{') {
+			skip_body(&l);
+			continue;
+		}
 		if (!is(&l, ".entry"))
 			continue;
 		if (!next(&l) || !is_ident(l.tok[0]) || (l.tok[0] >= '0' && l.tok[0] <= '9'))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets (trace importers, templates parser, workload reader, fatbin parser) with clang and runs each for a
+# Builds the fuzz targets (trace importers, templates parser, workload reader, fatbin parser,
+# gpumuxd's message handling) with clang and runs each for a
 # short while (CI).
 # Usage: fuzz/run-short.sh [seconds-per-target]   (default 20)
 # The committed corpus is only read: new inputs go to a scratch copy.
@@ -9,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GMX_FUZZ_BUILD:-$root/build-fuzz}
 command -v clang >/dev/null || { echo "run-short.sh: clang is needed for libFuzzer" >&2; exit 1; }
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DGMX_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-targets=(trace_auto trace_kineto trace_orion trace_vidur templates workload fatbin)
+targets=(trace_auto trace_kineto trace_orion trace_vidur templates workload fatbin daemon)
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
 scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
 status=0

@@ -87,6 +87,27 @@ static int driver_version(char *out, size_t n)
 	return rc;
 }
 
+/* The kernel-identity functions a driver exports but does not offer at its own version
+ * (cuGetProcAddress_v2 says SYMBOL_NOT_FOUND) are treated as absent: a driver library may carry
+ * entry points its version does not provide (the stand-in playing a 12.2 driver does). */
+static void drop_unoffered(void)
+{
+	static const int syms[] = {GMX_SYM_cuFuncGetName, GMX_SYM_cuFuncGetParamInfo, GMX_SYM_cuKernelGetName,
+				   GMX_SYM_cuKernelGetParamInfo};
+	__typeof__(&cuGetProcAddress_v2) gpa = (__typeof__(&cuGetProcAddress_v2))gmx_shim_tbl[GMX_SYM_cuGetProcAddress_v2];
+	__typeof__(&cuDriverGetVersion) ver = (__typeof__(&cuDriverGetVersion))gmx_shim_tbl[GMX_SYM_cuDriverGetVersion];
+	int v = 0;
+	if (!gpa || !ver || ver(&v) != CUDA_SUCCESS)
+		return;
+	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+		void *fn = NULL;
+		CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+		if (gmx_shim_tbl[syms[i]] && gpa(gmx_shim_sym_names[syms[i]], &fn, v, 0, &st) == CUDA_ERROR_NOT_FOUND &&
+		    st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+			gmx_shim_tbl[syms[i]] = NULL;
+	}
+}
+
 static void load_once(void)
 {
 	struct stat self_st, *self = NULL;
@@ -125,6 +146,8 @@ static void load_once(void)
 	if (g_real)
 		for (int i = 0; i < GMX_SYM_COUNT; i++)
 			gmx_shim_tbl[i] = dlsym(g_real, gmx_shim_sym_names[i]);
+	if (g_real)
+		drop_unoffered();
 	gmx_shim_policy = gmx_grant_from_env();
 	gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
 	pthread_atfork(gmx_shim_queue_atfork_prepare, gmx_shim_queue_atfork_parent,

@@ -434,6 +434,14 @@ static CUresult load8(const void *fatbin, CUmodule *mod, void *a3, void *a4, uns
 	return r;
 }
 
+const void *gmx_shim_modinfo_cudart_table(void)
+{
+	pthread_mutex_lock(&g_lock);
+	const void *t = g_orig_table ? (const void *)g_table : NULL;
+	pthread_mutex_unlock(&g_lock);
+	return t;
+}
+
 const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id)
 {
 	if (!table || !id || memcmp(id->bytes, cudart_interface_id, 16) != 0 || !gmx_shim_modinfo_learning())

@@ -65,5 +65,11 @@ int gmx_shim_modinfo_verify(const void *fn, const char *name, size_t n, const si
 /* cuGetExportTable's answer, with the runtime's private module loads (CUDART_INTERFACE slots
  * 1, 6 and 8) wrapped so that the images cudart 11.x loads through them are seen. */
 const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id);
+/* The CUDART_INTERFACE table handed to the runtime in place of the driver's, or NULL. */
+const void *gmx_shim_modinfo_cudart_table(void);
+/* The INTEGRITY_CHECK table to hand out for the driver's `table` (integrity.c): the
+ * interposer's own while it learns, so the runtime's check covers the tables it was given;
+ * any other table unchanged. */
+const void *gmx_shim_integrity_table(const void *table, const CUuuid *id);
 
 #endif

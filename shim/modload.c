@@ -113,6 +113,7 @@ GMX_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const C
 	GMX_REAL_OR_RETURN(real, cuGetExportTable);
 	CUresult r = real(ppExportTable, pExportTableId);
 	if (r == CUDA_SUCCESS && ppExportTable)
-		*ppExportTable = gmx_shim_modinfo_export_table(*ppExportTable, pExportTableId);
+		*ppExportTable = gmx_shim_integrity_table(gmx_shim_modinfo_export_table(*ppExportTable, pExportTableId),
+							  pExportTableId);
 	return r;
 }

@@ -36,6 +36,7 @@ SI_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)p;
+	si__record_alloc((uintptr_t)p, bytesize);
 	return CUDA_SUCCESS;
 }
 
@@ -60,6 +61,7 @@ SI_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)p;
+	si__record_alloc((uintptr_t)p, bytesize);
 	// cppcheck-suppress memleak ; res is owned by the allocation record (a->resident)
 	return CUDA_SUCCESS;
 }
@@ -197,17 +199,32 @@ static int64_t copy_ns(size_t n)
 }
 
 /* Copies now (the data is visible at once) and occupies the simulated GPU for the transfer
- * time on the stream, so ordering and timing follow the stream. */
+ * time on the stream, so ordering and timing follow the stream; the stream seq, or 0. */
+static uint64_t copy_now(void *dst, const void *src, size_t n, int si)
+{
+	if (n)
+		memmove(dst, src, n);
+	si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n};
+	return si_submit(&s);
+}
+
+CUresult si__copy_submit(void *dst, const void *src, size_t n, int si)
+{
+	return copy_now(dst, src, n, si) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+}
+
 static CUresult copy_async(void *dst, const void *src, size_t n, CUstream h, int ptsz, int sync)
 {
 	int si;
 	CUresult r = si__resolve_stream(h, ptsz, &si);
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (n)
-		memmove(dst, src, n);
-	si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n};
-	uint64_t seq = si_submit(&s);
+	if (si__capturing(si)) {
+		if (sync) /* a synchronous copy cannot be captured */
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		return si__capture(si, &(si_cap_t){.kind = SI_CAP_COPY, .dst = dst, .src = src, .n = n}, NULL);
+	}
+	uint64_t seq = copy_now(dst, src, n, si);
 	if (!seq)
 		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	if (sync)
@@ -301,12 +318,9 @@ SI_EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size
 	return any_impl(d, s, n, h, 1);
 }
 
-static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUstream h, int ptsz, int sync)
+/* Fills now and occupies the stream for the time; the stream seq, or 0. */
+static uint64_t memset_now(CUdeviceptr d, unsigned v, size_t n, int width, int si)
 {
-	REQUIRE_CTX(c);
-	(void)c;
-	if (!range_ok(d, n * (size_t)width, 0))
-		return CUDA_ERROR_INVALID_VALUE;
 	unsigned char *p = DEV(d);
 	for (size_t i = 0; i < n; i++) {
 		if (width == 1)
@@ -318,21 +332,46 @@ static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUst
 			memcpy(p + 4 * i, &v, 4);
 		}
 	}
-	int si;
-	CUresult r = si__resolve_stream(h, ptsz, &si);
-	if (r != CUDA_SUCCESS)
-		return r;
 	si_submit_t s = {.kind = SI_K_COPY,
 			 .stream = si,
 			 .dur_ns = copy_ns(n * (size_t)width),
 			 .name = "memset",
 			 .bytes = n * (size_t)width};
-	uint64_t seq = si_submit(&s);
+	return si_submit(&s);
+}
+
+CUresult si__memset_submit(uintptr_t d, unsigned v, size_t n, int width, int si)
+{
+	return memset_now((CUdeviceptr)d, v, n, width, si) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+}
+
+static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUstream h, int ptsz, int sync)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!range_ok(d, n * (size_t)width, 0))
+		return CUDA_ERROR_INVALID_VALUE;
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (si__capturing(si)) {
+		if (sync)
+			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		si_cap_t cap = {.kind = SI_CAP_MEMSET, .dst = DEV(d), .n = n, .value = v, .width = width};
+		return si__capture(si, &cap, NULL);
+	}
+	uint64_t seq = memset_now(d, v, n, width, si);
 	if (!seq)
 		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	if (sync)
 		si_wait_stream(si, seq);
 	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuMemsetD16_v2(CUdeviceptr d, unsigned short us, size_t N)
+{
+	return memset_impl(d, us, N, 2, NULL, 0, 1);
 }
 
 SI_EXPORT CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr d, unsigned char uc, size_t N)
@@ -419,4 +458,54 @@ SI_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t
 {
 	(void)flags;
 	return prefetch(devPtr, count, location, hStream, 1);
+}
+
+SI_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	REQUIRE_INIT();
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find((uintptr_t)dptr);
+	if (a) {
+		if (pbase)
+			*pbase = a->base;
+		if (psize)
+			*psize = a->size;
+	}
+	pthread_mutex_unlock(&S.lock);
+	return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* Host memory is device-visible at the same address (unified addressing). */
+SI_EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	REQUIRE_INIT();
+	if (!pdptr || Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&S.lock);
+	alloc_t *a = si__alloc_find((uintptr_t)p);
+	int ok = a && a->kind == CU_MEMORYTYPE_HOST;
+	pthread_mutex_unlock(&S.lock);
+	if (!ok)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+						  void **data, CUdeviceptr ptr)
+{
+	REQUIRE_INIT();
+	if (!attributes || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < numAttributes; i++) {
+		CUresult r = cuPointerGetAttribute(data[i], attributes[i], ptr);
+		if (r == CUDA_ERROR_INVALID_VALUE && attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+			*(unsigned *)data[i] = 0; /* not a CUDA allocation: no memory type, as the driver says */
+		else if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED)
+			memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE ? sizeof(size_t)
+					   : attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+					       ? sizeof(CUdeviceptr)
+					       : sizeof(unsigned));
+	}
+	return CUDA_SUCCESS;
 }

@@ -1,4 +1,5 @@
-/* The stand-in driver: text modules (docs/standin.md), their kernels, and launches. */
+/* The stand-in driver: text modules (docs/standin.md), their kernels, and launches; images
+ * (fatbins, cubins, PTX) and libraries are in library.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -76,7 +77,7 @@ static int parse_params(struct CUfunc_st *f, char *spec)
 	return 0;
 }
 
-static CUresult load_text(CUmodule *module, const char *text, const char *origin)
+CUresult si__module_load_text(CUmodule *module, const char *text, const char *origin)
 {
 	REQUIRE_INIT();
 	if (!module || !text)
@@ -148,22 +149,12 @@ static CUresult load_text(CUmodule *module, const char *text, const char *origin
 
 SI_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
 {
-	return load_text(module, image, "(image)");
+	return si__module_load_image(module, image, "(image)");
 }
 
 SI_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
 {
-	REQUIRE_INIT();
-	if (!fname)
-		return CUDA_ERROR_INVALID_VALUE;
-	FILE *fp = fopen(fname, "r");
-	if (!fp)
-		return CUDA_ERROR_FILE_NOT_FOUND;
-	char buf[65536];
-	size_t n = fread(buf, 1, sizeof buf - 1, fp);
-	fclose(fp);
-	buf[n] = '\0';
-	return load_text(module, buf, fname);
+	return si__module_load_file(module, fname);
 }
 
 SI_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
@@ -230,7 +221,7 @@ SI_EXPORT CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex
 
 /* Duration of a launch: the module's figure plus demand faults on non-resident managed memory
  * its pointer parameters reach (whole allocation, migrated by the faults). */
-static int64_t launch_cost(struct CUfunc_st *f, void **params)
+int64_t si__launch_cost(struct CUfunc_st *f, void **params)
 {
 	int64_t d = f->dur_ns;
 	if (!params)
@@ -277,9 +268,16 @@ static CUresult launch(CUfunction fn, CUstream h, int ptsz, void **params, void 
 	CUresult r = si__resolve_stream(h, ptsz, &si);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (si__capturing(si))
+		return si__capture(
+		    si, &(si_cap_t){.kind = SI_CAP_KERNEL, .f = f, .grid = {gx, gy, gz}, .block = {bx, by, bz}}, params);
 	si_submit_t s = {
-	    .kind = SI_K_KERNEL, .stream = si, .dur_ns = launch_cost(f, params), .name = f->name};
-	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	    .kind = SI_K_KERNEL, .stream = si, .dur_ns = si__launch_cost(f, params), .name = f->name};
+	if (!si_submit(&s))
+		return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	si__record_kernel(f, params, si, f->dur_ns, (const unsigned[3]){gx, gy, gz}, (const unsigned[3]){bx, by, bz},
+			  0);
+	return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -352,6 +350,8 @@ static CUresult hostfn(CUstream h, int ptsz, CUhostFn fn, void *user)
 	CUresult r = si__resolve_stream(h, ptsz, &si);
 	if (r != CUDA_SUCCESS)
 		return r;
+	if (si__capturing(si))
+		return si__capture(si, &(si_cap_t){.kind = SI_CAP_HOSTFN, .hostfn = fn, .user = user}, NULL);
 	si_submit_t s = {.kind = SI_K_HOSTFN, .stream = si, .hostfn = fn, .user = user, .name = "hostfn"};
 	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }

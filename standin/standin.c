@@ -33,6 +33,8 @@ static void atfork_child(void)
 	memset(S.events, 0, sizeof S.events);
 	S.init = 0;
 	S.primary_refs = 0;
+	si__cls_forget(NULL);
+	si__capture_forget();
 	tl_depth = 0;
 	g_gen++;
 }
@@ -214,11 +216,39 @@ SI_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 	return r;
 }
 
+/* GPUMUX_STANDIN_DRIVER_VERSION: the CUDA version the stand-in plays (default: the toolkit's).
+ * Below 12030 it has no cuFuncGetName, below 12040 no cuFuncGetParamInfo (cuGetProcAddress). */
+static int g_version;
+static pthread_once_t g_version_once = PTHREAD_ONCE_INIT;
+
+static void version_init(void)
+{
+	g_version = CUDA_VERSION;
+	const char *v = getenv("GPUMUX_STANDIN_DRIVER_VERSION");
+	if (v && *v) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (*end || n < 11000 || n > CUDA_VERSION)
+			fprintf(stderr,
+				"gpumux stand-in: GPUMUX_STANDIN_DRIVER_VERSION=%s is not a CUDA version "
+				"between 11000 and %d (e.g. 12020); using %d\n",
+				v, CUDA_VERSION, CUDA_VERSION);
+		else
+			g_version = (int)n;
+	}
+}
+
+int si__driver_version(void)
+{
+	pthread_once(&g_version_once, version_init);
+	return g_version;
+}
+
 SI_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
 {
 	if (!driverVersion)
 		return CUDA_ERROR_INVALID_VALUE;
-	*driverVersion = CUDA_VERSION;
+	*driverVersion = si__driver_version();
 	return CUDA_SUCCESS;
 }
 
@@ -271,15 +301,6 @@ SI_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
 	return CUDA_SUCCESS;
 }
 
-/* The runtime's private tables cannot be provided by a stand-in. */
-SI_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
-{
-	(void)pExportTableId;
-	if (ppExportTable)
-		*ppExportTable = NULL;
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 /* ---- devices: one simulated GPU ---- */
 
 SI_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
@@ -326,6 +347,28 @@ SI_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+void si__device_uuid(CUuuid *uuid)
+{
+	static const char id[16] = {'g', 'p', 'u', 'm', 'u', 'x', '-', 's', 't', 'a', 'n', 'd', '-', 'i', 'n', 0};
+	memcpy(uuid->bytes, id, 16);
+}
+
+SI_EXPORT CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	REQUIRE_INIT();
+	if (dev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	si__device_uuid(uuid);
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	return cuDeviceGetUuid(uuid, dev);
+}
+
 SI_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
 	REQUIRE_INIT();
@@ -333,38 +376,7 @@ SI_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attr
 		return CUDA_ERROR_INVALID_DEVICE;
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
-	switch (attrib) {
-	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-		*pi = 84;
-		break;
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-		*pi = 9;
-		break;
-	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-		*pi = 0;
-		break;
-	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-		*pi = 1024;
-		break;
-	case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
-		*pi = 32;
-		break;
-	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-		*pi = 1;
-		break;
-	case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-		*pi = 1;
-		break;
-	case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
-		*pi = 1;
-		break;
-	case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-		*pi = 1;
-		break;
-	default:
-		*pi = 0;
-		break;
-	}
+	*pi = si__device_attribute(attrib);
 	return CUDA_SUCCESS;
 }
 
@@ -393,6 +405,7 @@ static void ctx_free(struct CUctx_st *c)
 			S.streams[i].in_use = 0;
 		}
 	si_stream_close(c->legacy);
+	si__cls_forget(c);
 	c->in_use = 0;
 	for (int i = 0; i < tl_depth; i++)
 		if (tl_stack[i] == c)
@@ -548,182 +561,165 @@ SI_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
 	return CUDA_SUCCESS;
 }
 
-/* ---- cuGetProcAddress: base name + version + per-thread flag -> entry point ---- */
-
-typedef struct {
-	const char *base;
-	int version, ptds;
-	void *fn;
-} proc_t;
-
-#define P(base, ver, ptds, fn) {#base, ver, ptds, (void *)&fn},
-static const proc_t g_procs[] = {
-    P(cuInit, 2000, 0, cuInit) P(cuDriverGetVersion, 2020, 0, cuDriverGetVersion) P(cuGetErrorString, 6000, 0,
-										    cuGetErrorString)
-	P(cuGetErrorName, 6000, 0, cuGetErrorName) P(cuGetExportTable, 3000, 0, cuGetExportTable) P(
-	    cuDeviceGet, 2000, 0, cuDeviceGet) P(cuDeviceGetCount, 2000, 0, cuDeviceGetCount)
-	    P(cuDeviceGetName, 2000, 0, cuDeviceGetName) P(cuDeviceTotalMem, 3020, 0, cuDeviceTotalMem_v2) P(
-		cuDeviceGetAttribute, 2000, 0, cuDeviceGetAttribute) P(cuDevicePrimaryCtxRetain, 7000,
-								       0, cuDevicePrimaryCtxRetain)
-		P(cuDevicePrimaryCtxRelease, 11000, 0, cuDevicePrimaryCtxRelease_v2)
-		    P(cuCtxCreate, 3020, 0, cuCtxCreate_v2) P(cuCtxCreate, 12050, 0, cuCtxCreate_v4)
-			P(cuCtxDestroy, 4000, 0, cuCtxDestroy_v2) P(cuCtxSetCurrent, 4000, 0, cuCtxSetCurrent)
-			    P(cuCtxGetCurrent, 4000, 0, cuCtxGetCurrent) P(cuCtxPushCurrent, 4000, 0,
-									   cuCtxPushCurrent_v2)
-				P(cuCtxPopCurrent, 4000, 0, cuCtxPopCurrent_v2) P(cuCtxGetDevice, 2000, 0,
-										  cuCtxGetDevice)
-				    P(cuCtxSynchronize, 2000, 0,
-				      cuCtxSynchronize) P(cuModuleLoad, 2000, 0, cuModuleLoad)
-					P(cuModuleLoadData, 2000, 0, cuModuleLoadData)
-					    P(cuModuleUnload, 2000, 0, cuModuleUnload)
-						P(cuModuleGetFunction, 2000, 0, cuModuleGetFunction)
-						    P(cuFuncGetName, 12030, 0, cuFuncGetName)
-							P(cuFuncGetParamInfo, 12040, 0, cuFuncGetParamInfo)
-							    P(cuLaunchKernel, 4000, 0, cuLaunchKernel) P(
-								cuLaunchKernel, 7000, 1, cuLaunchKernel_ptsz) P(cuLaunchKernelEx, 11060, 0, cuLaunchKernelEx) P(cuLaunchKernelEx, 11060, 1, cuLaunchKernelEx_ptsz) P(cuLaunchCooperativeKernel, 9000, 0, cuLaunchCooperativeKernel) P(cuLaunchCooperativeKernel, 9000, 1, cuLaunchCooperativeKernel_ptsz) P(cuLaunchHostFunc,
-																																											    10000,
-																																											    0,
-																																											    cuLaunchHostFunc) P(cuLaunchHostFunc,
-																																														10000, 1, cuLaunchHostFunc_ptsz) P(cuStreamCreate, 2000, 0, cuStreamCreate) P(cuStreamCreateWithPriority,
-																																																							      5050, 0, cuStreamCreateWithPriority) P(cuStreamDestroy,
-																																																												     4000, 0, cuStreamDestroy_v2) P(cuStreamSynchronize,
-																																																																    2000, 0, cuStreamSynchronize) P(cuStreamSynchronize,
-																																																																				    7000, 1, cuStreamSynchronize_ptsz) P(cuStreamQuery,
-																																																																									 2000, 0, cuStreamQuery) P(cuStreamQuery, 7000, 1, cuStreamQuery_ptsz) P(cuStreamWaitEvent, 3020, 0, cuStreamWaitEvent) P(cuStreamWaitEvent,
-																																																																																								  7000,
-																																																																																								  1,
-																																																																																								  cuStreamWaitEvent_ptsz) P(cuStreamGetFlags, 5050, 0, cuStreamGetFlags) P(cuStreamGetFlags, 7000, 1, cuStreamGetFlags_ptsz) P(cuStreamGetCtx, 9020, 0, cuStreamGetCtx) P(cuStreamGetCtx,
-																																																																																																													  9020,
-																																																																																																													  1, cuStreamGetCtx_ptsz) P(cuStreamIsCapturing,
-																																																																																																																    10000, 0, cuStreamIsCapturing) P(cuStreamIsCapturing, 10000, 1,
-																																																																																																																				     cuStreamIsCapturing_ptsz) P(cuEventCreate,
-																																																																																																																								 2000,
-																																																																																																																								 0,
-																																																																																																																								 cuEventCreate) P(cuEventDestroy,
-																																																																																																																										  4000,
-																																																																																																																										  0, cuEventDestroy_v2) P(cuEventRecord, 2000, 0, cuEventRecord) P(cuEventRecord,
-																																																																																																																																		   7000, 1, cuEventRecord_ptsz) P(cuEventRecordWithFlags, 11010, 0, cuEventRecordWithFlags) P(cuEventRecordWithFlags,
-																																																																																																																																													      11010,
-																																																																																																																																													      1,
-																																																																																																																																													      cuEventRecordWithFlags_ptsz) P(cuEventQuery, 2000, 0, cuEventQuery) P(cuEventSynchronize,
-																																																																																																																																																						    2000,
-																																																																																																																																																						    0, cuEventSynchronize) P(cuEventElapsedTime, 2000, 0, cuEventElapsedTime) P(cuEventElapsedTime,
-																																																																																																																																																																12080, 0, cuEventElapsedTime_v2) P(cuMemAlloc,
-																																																																																																																																																																				   3020,
-																																																																																																																																																																				   0,
-																																																																																																																																																																				   cuMemAlloc_v2) P(cuMemFree,
-																																																																																																																																																																						    3020,
-																																																																																																																																																																						    0,
-																																																																																																																																																																						    cuMemFree_v2) P(cuMemAllocManaged,
-																																																																																																																																																																								    6000,
-																																																																																																																																																																								    0,
-																																																																																																																																																																								    cuMemAllocManaged) P(cuMemAllocHost, 3020, 0,
-																																																																																																																																																																											 cuMemAllocHost_v2) P(cuMemHostAlloc,
-																																																																																																																																																																													      2020, 0,
-																																																																																																																																																																													      cuMemHostAlloc) P(cuMemFreeHost,
-																																																																																																																																																																																2000,
-																																																																																																																																																																																0,
-																																																																																																																																																																																cuMemFreeHost)
-								P(cuMemHostGetFlags, 2030, 0, cuMemHostGetFlags) P(
-								    cuMemGetInfo,
-								    3020,
-								    0,
-								    cuMemGetInfo_v2) P(cuPointerGetAttribute, 4000, 0, cuPointerGetAttribute)
-								    P(cuMemcpyHtoD, 3020, 0, cuMemcpyHtoD_v2) P(cuMemcpyDtoH, 3020, 0, cuMemcpyDtoH_v2) P(
-									cuMemcpyDtoD,
-									3020,
-									0,
-									cuMemcpyDtoD_v2) P(cuMemcpy, 4000, 0, cuMemcpy)
-									P(cuMemcpyAsync, 4000, 0, cuMemcpyAsync) P(
-									    cuMemcpyAsync,
-									    7000,
-									    1,
-									    cuMemcpyAsync_ptsz) P(cuMemcpyHtoDAsync, 3020, 0, cuMemcpyHtoDAsync_v2)
-									    P(cuMemcpyHtoDAsync, 7000, 1, cuMemcpyHtoDAsync_v2_ptsz) P(
-										cuMemcpyDtoHAsync, 3020, 0,
-										cuMemcpyDtoHAsync_v2)
-										P(cuMemcpyDtoHAsync, 7000, 1, cuMemcpyDtoHAsync_v2_ptsz) P(
-										    cuMemcpyDtoDAsync, 3020,
-										    0, cuMemcpyDtoDAsync_v2)
-										    P(cuMemcpyDtoDAsync, 7000, 1, cuMemcpyDtoDAsync_v2_ptsz) P(
-											cuMemsetD8,
-											3020,
-											0,
-											cuMemsetD8_v2) P(cuMemsetD32, 3020, 0, cuMemsetD32_v2)
-											P(cuMemsetD8Async, 3020, 0, cuMemsetD8Async) P(
-											    cuMemsetD8Async,
-											    7000,
-											    1,
-											    cuMemsetD8Async_ptsz)
-											    P(cuMemsetD16Async, 3020, 0, cuMemsetD16Async) P(
-												cuMemsetD16Async,
-												7000, 1,
-												cuMemsetD16Async_ptsz)
-												P(cuMemsetD32Async,
-												  3020,
-												  0,
-												  cuMemsetD32Async)
-												    P(cuMemsetD32Async,
-												      7000,
-												      1,
-												      cuMemsetD32Async_ptsz)
-													P(cuMemPrefetchAsync,
-													  12020,
-													  0,
-													  cuMemPrefetchAsync_v2)
-													    P(cuMemPrefetchAsync,
-													      12020,
-													      1,
-													      cuMemPrefetchAsync_v2_ptsz)
-														P(cuGetProcAddress,
-														  11030,
-														  0,
-														  cuGetProcAddress)
-														    P(cuGetProcAddress,
-														      12000,
-														      0,
-														      cuGetProcAddress_v2)};
-
-static CUresult proc_lookup(const char *symbol, void **pfn, int ver, cuuint64_t flags,
-			    CUdriverProcAddressQueryResult *st)
+SI_EXPORT CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
-	if (!pfn)
+	REQUIRE_INIT();
+	if (ctx && !si__valid_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!ctx && !si__cur_ctx())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!device)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pfn = NULL;
-	const proc_t *best = NULL;
-	int found = 0, have_ptds = 0;
-	if (symbol)
-		for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++)
-			if (strcmp(g_procs[i].base, symbol) == 0) {
-				found = 1;
-				have_ptds |= g_procs[i].ptds;
-			}
-	int want = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && have_ptds;
-	for (size_t i = 0; found && i < sizeof g_procs / sizeof g_procs[0]; i++) {
-		const proc_t *p = &g_procs[i];
-		if (strcmp(p->base, symbol) == 0 && p->ptds == want && p->version <= ver &&
-		    (!best || p->version > best->version))
-			best = p;
-	}
-	if (st)
-		*st = best    ? CU_GET_PROC_ADDRESS_SUCCESS
-		      : found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-			      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	if (!best)
-		return CUDA_ERROR_NOT_FOUND;
-	*pfn = best->fn;
+	*device = 0;
 	return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+SI_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
-	return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
+	REQUIRE_INIT();
+	if (ctx && !si__valid_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	struct CUctx_st *c = ctx ? ctx : si__cur_ctx();
+	if (!c)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	si_wait_ctx(c->id);
+	return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-					       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus)
+SI_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-	return proc_lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+	REQUIRE_INIT();
+	if (dev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&S.lock);
+	*flags = S.primary_flags;
+	*active = 0;
+	for (int i = 0; i < MAX_CTX; i++)
+		if (S.ctx[i].in_use && S.ctx[i].primary)
+			*active = 1;
+	pthread_mutex_unlock(&S.lock);
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	REQUIRE_INIT();
+	if (dev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	S.primary_flags = flags;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	REQUIRE_INIT();
+	if (dev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&S.lock);
+	for (int i = 0; i < MAX_CTX; i++)
+		if (S.ctx[i].in_use && S.ctx[i].primary) {
+			S.ctx[i].refs = 0;
+			ctx_free(&S.ctx[i]);
+		}
+	pthread_mutex_unlock(&S.lock);
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
+{
+	REQUIRE_CTX(c);
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	*flags = c->primary ? S.primary_flags : 0;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	REQUIRE_INIT();
+	if (ctx && !si__valid_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!version)
+		return CUDA_ERROR_INVALID_VALUE;
+	*version = 3020;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	if (leastPriority)
+		*leastPriority = 0;
+	if (greatestPriority)
+		*greatestPriority = -5;
+	return CUDA_SUCCESS;
+}
+
+/* Limits: the stack, printf FIFO and heap sizes a runtime sets are kept and read back. */
+SI_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	if ((unsigned)limit >= sizeof S.limits / sizeof S.limits[0])
+		return CUDA_ERROR_UNSUPPORTED_LIMIT;
+	S.limits[limit] = value;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!pvalue)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((unsigned)limit >= sizeof S.limits / sizeof S.limits[0])
+		return CUDA_ERROR_UNSUPPORTED_LIMIT;
+	static const size_t defaults[] = {1024, 1 << 20, 8 << 20, 2, 2048, 0, 0};
+	*pvalue = S.limits[limit] ? S.limits[limit] : limit < 7 ? defaults[limit] : 0;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	if (!pconfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pconfig = CU_FUNC_CACHE_PREFER_NONE;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	REQUIRE_CTX(c);
+	(void)c;
+	(void)config;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	REQUIRE_INIT();
+	if (dev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	if (!pciBusId || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(pciBusId, (size_t)len, "00000000:%02X:00.0", SI_PCI_BUS);
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+	REQUIRE_INIT();
+	if (!canAccessPeer)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev != 0 || peerDev != 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*canAccessPeer = 0;
+	return CUDA_SUCCESS;
 }
 
 /* Test hook (not a driver entry point): takes the shared engine's lock and never returns, so

@@ -5,6 +5,9 @@
  *
  *   standin.c  init, devices, contexts, cuGetProcAddress
  *   module.c   text modules, kernels and launches
+ *   library.c  images read by the fatbin parser, cuLibrary*, cuKernel*, kernel durations
+ *   darkapi.c  cuGetExportTable: the CUDA runtime's private tables
+ *   graph.c    stream capture and graphs
  *   stream.c   streams and events
  *   memory.c   allocations, copies, memsets, prefetch, pointer attributes
  */
@@ -32,6 +35,8 @@
 #define CHUNK (2u << 20)	   /* residency granularity: the driver's 2 MB root chunk */
 #define FAULT_NS_PER_64K 31790	   /* ~31.79 µs per demand fault of a 64 KB big page */
 #define LINK_BYTES_PER_US 25000ull /* bulk copies and prefetch: 25 GB/s */
+#define SI_DEFAULT_KERNEL_US 10.0  /* a kernel of an image with no entry in the times file */
+#define SI_PCI_BUS 1		   /* the simulated device's PCI bus id (domain 0, device 0) */
 
 struct CUctx_st {
 	int in_use, id, primary, refs, legacy;
@@ -39,15 +44,17 @@ struct CUctx_st {
 struct CUstream_st {
 	int in_use, si, ctx;
 	unsigned flags;
+	int priority;
 };
 struct CUevent_st {
 	int in_use, ei;
 	unsigned flags;
+	int cap_from; /* engine stream + 1 whose capture last recorded it, or 0 */
 };
 struct CUfunc_st {
 	int in_use;
 	struct CUmod_st *mod;
-	char name[SI_NAME];
+	char name[256];
 	int64_t dur_ns;
 	int nparams;
 	size_t off[MAX_PARAMS], size[MAX_PARAMS];
@@ -84,6 +91,8 @@ typedef struct {
 	int nallocs;
 	uint64_t alloc_seq;
 	int primary_refs;
+	unsigned primary_flags;
+	size_t limits[16]; /* cuCtxSetLimit values (0: the default) */
 } si_state_t;
 
 /* The process's tables (standin.c). */
@@ -129,5 +138,56 @@ size_t si__chunks(size_t size);
 uint64_t si__chunk_bytes(const alloc_t *a, size_t i);
 /* Makes chunks [c0, c1) of a managed allocation resident (S.lock held); bytes moved. */
 uint64_t si__make_resident(alloc_t *a, size_t c0, size_t c1);
+
+/* Loads a text module (docs/standin.md), an image the fatbin parser reads, or a file of
+ * either; origin names the image in error messages. */
+CUresult si__module_load_text(CUmodule *module, const char *text, const char *origin);
+CUresult si__module_load_image(CUmodule *module, const void *image, const char *origin);
+CUresult si__module_load_file(CUmodule *module, const char *path);
+/* The driver version the stand-in reports (13000, or GPUMUX_STANDIN_DRIVER_VERSION). */
+int si__driver_version(void);
+/* The simulated device's attribute (standin/device.c; 0 for what is not simulated). */
+int si__device_attribute(CUdevice_attribute attrib);
+/* The simulated device's UUID. */
+void si__device_uuid(CUuuid *uuid);
+/* Drops the runtime's context-local storage of a context (NULL: of every context). */
+void si__cls_forget(CUcontext ctx);
+
+/* ---- stream capture (graph.c) ---- */
+enum { SI_CAP_KERNEL = 1, SI_CAP_COPY, SI_CAP_MEMSET, SI_CAP_HOSTFN, SI_CAP_RECORD };
+/* One captured command: what replaying it needs. */
+typedef struct {
+	int kind;
+	struct CUfunc_st *f; /* kernel */
+	unsigned grid[3], block[3];
+	void *dst;	     /* copy, memset */
+	const void *src;     /* copy */
+	size_t n;	     /* copy: bytes; memset: elements */
+	unsigned value;
+	int width;
+	void (*hostfn)(void *);
+	void *user;
+	int event; /* record: engine event index */
+} si_cap_t;
+/* Nonzero while engine stream si captures. */
+int si__capturing(int si);
+/* Records c (a kernel's parameter values from params) in si's capture. */
+CUresult si__capture(int si, const si_cap_t *c, void **params);
+/* Stream si joins the capture stream `from` is in (a wait on an event it recorded). */
+void si__capture_join(int si, int from);
+/* A forked child: no capture is active. */
+void si__capture_forget(void);
+/* cuStreamIsCapturing's answer. */
+CUresult si__is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st);
+/* A launch's duration (module figure plus managed-memory faults), ns. */
+int64_t si__launch_cost(struct CUfunc_st *f, void **params);
+/* Copies / sets the bytes now and occupies engine stream si for the transfer time. */
+CUresult si__copy_submit(void *dst, const void *src, size_t n, int si);
+CUresult si__memset_submit(uintptr_t d, unsigned v, size_t n, int width, int si);
+
+/* GPUMUX_STANDIN_RECORD (record.c): a device or managed allocation; a kernel as it runs. */
+void si__record_alloc(uintptr_t base, size_t size);
+void si__record_kernel(const struct CUfunc_st *f, void **params, int stream, int64_t dur_ns, const unsigned grid[3],
+		       const unsigned block[3], unsigned shmem);
 
 #endif

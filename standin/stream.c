@@ -10,7 +10,7 @@
 
 /* ---- streams ---- */
 
-static CUresult stream_create(CUstream *ph, unsigned flags)
+static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
 {
 	REQUIRE_CTX(c);
 	if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
@@ -23,7 +23,7 @@ static CUresult stream_create(CUstream *ph, unsigned flags)
 			    (flags & CU_STREAM_NON_BLOCKING) ? SI_S_NONBLOCKING : SI_S_BLOCKING, c->id);
 			if (si < 0)
 				break;
-			S.streams[i] = (struct CUstream_st){1, si, c->id, flags};
+			S.streams[i] = (struct CUstream_st){1, si, c->id, flags, priority};
 			*ph = &S.streams[i];
 			r = CUDA_SUCCESS;
 			break;
@@ -34,13 +34,13 @@ static CUresult stream_create(CUstream *ph, unsigned flags)
 
 SI_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-	return stream_create(phStream, Flags);
+	return stream_create(phStream, Flags, 0);
 }
 
 SI_EXPORT CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
-	(void)priority;
-	return stream_create(phStream, flags);
+	/* clamped to the range cuCtxGetStreamPriorityRange reports, as the driver does */
+	return stream_create(phStream, flags, priority > 0 ? 0 : priority < -5 ? -5 : priority);
 }
 
 SI_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
@@ -108,6 +108,12 @@ static CUresult stream_wait(CUstream h, int ptsz, CUevent e, unsigned flags)
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	(void)flags;
+	if (ev->cap_from && si__capturing(ev->cap_from - 1)) {
+		si__capture_join(si, ev->cap_from - 1); /* captured order is a chain: no node */
+		return CUDA_SUCCESS;
+	}
+	if (si__capturing(si))
+		return CUDA_SUCCESS; /* an event recorded outside the capture: already ordered */
 	int ws;
 	uint64_t seq;
 	if (!si_event_target(ev->ei, &ws, &seq))
@@ -177,17 +183,9 @@ SI_EXPORT CUresult CUDAAPI cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx
 	return stream_ctx(hStream, pctx);
 }
 
-/* Stream capture is not simulated: nothing is ever capturing. */
 static CUresult is_capturing(CUstream h, int ptsz, CUstreamCaptureStatus *st)
 {
-	if (!st)
-		return CUDA_ERROR_INVALID_VALUE;
-	int si;
-	CUresult r = si__resolve_stream(h, ptsz, &si);
-	if (r != CUDA_SUCCESS)
-		return r;
-	*st = CU_STREAM_CAPTURE_STATUS_NONE;
-	return CUDA_SUCCESS;
+	return si__is_capturing(h, ptsz, st);
 }
 
 SI_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
@@ -198,6 +196,51 @@ SI_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCapture
 SI_EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
 	return is_capturing(hStream, 1, captureStatus);
+}
+
+static CUresult stream_priority(CUstream h, int ptsz, int *priority)
+{
+	if (!priority)
+		return CUDA_ERROR_INVALID_VALUE;
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r != CUDA_SUCCESS)
+		return r;
+	struct CUstream_st *s = si__stream_of(h);
+	*priority = s ? s->priority : 0;
+	return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	return stream_priority(hStream, 0, priority);
+}
+
+SI_EXPORT CUresult CUDAAPI cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+	return stream_priority(hStream, 1, priority);
+}
+
+/* The stream's id: its engine stream index plus one, unique within the process. */
+static CUresult stream_id(CUstream h, int ptsz, unsigned long long *id)
+{
+	if (!id)
+		return CUDA_ERROR_INVALID_VALUE;
+	int si;
+	CUresult r = si__resolve_stream(h, ptsz, &si);
+	if (r == CUDA_SUCCESS)
+		*id = (unsigned long long)si + 1;
+	return r;
+}
+
+SI_EXPORT CUresult CUDAAPI cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+	return stream_id(hStream, 0, streamId);
+}
+
+SI_EXPORT CUresult CUDAAPI cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+	return stream_id(hStream, 1, streamId);
 }
 
 /* ---- events ---- */
@@ -215,7 +258,7 @@ SI_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 			int ei = si_event_open();
 			if (ei < 0)
 				break;
-			S.events[i] = (struct CUevent_st){1, ei, Flags};
+			S.events[i] = (struct CUevent_st){1, ei, Flags, 0};
 			*phEvent = &S.events[i];
 			r = CUDA_SUCCESS;
 			break;
@@ -246,6 +289,11 @@ static CUresult record(CUevent e, CUstream h, int ptsz)
 	CUresult r = si__resolve_stream(h, ptsz, &si);
 	if (r != CUDA_SUCCESS)
 		return r;
+	ev->cap_from = 0;
+	if (si__capturing(si)) {
+		ev->cap_from = si + 1;
+		return si__capture(si, &(si_cap_t){.kind = SI_CAP_RECORD, .event = ev->ei}, NULL);
+	}
 	si_submit_t s = {.kind = SI_K_RECORD, .stream = si, .event = ev->ei, .name = "record"};
 	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }

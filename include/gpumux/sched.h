@@ -101,7 +101,9 @@ typedef struct gmx_policy_ops {
 	void (*destroy)(gmx_policy_t *p);
 	/* Registers task `task` with a priority 0..9 (0 highest). */
 	int (*task_add)(gmx_policy_t *p, uint32_t task, int priority);
-	/* Task `task` has finished its work and will launch nothing more. */
+	/* Task `task` has finished its work and will launch nothing more: what it still has queued
+	 * is submitted at once, whatever its priority (a device whose task died completes it
+	 * unrun), and what completes from now on is not learned from. */
 	void (*task_done)(gmx_policy_t *p, uint32_t task);
 	/* A host launched `cmd` (queued in stream order). */
 	void (*on_launch)(gmx_policy_t *p, gmx_cmd_t *cmd);

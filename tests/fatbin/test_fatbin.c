@@ -95,6 +95,34 @@ static void test_ptx(void **state)
 	gmx_fatbin_free(fb);
 }
 
+/* Bodies are skipped without tokens: braces in comments, strings and nested blocks neither end
+ * a body early nor hide the next entry; ".entry" inside a body is not an entry. */
+static void test_ptx_bodies(void **state)
+{
+	(void)state;
+	static const char t[] =
+	    ".version 8.0\n"
+	    ".entry a( .param .u32 x ) {\n"
+	    "\t{ .reg .b32 r; { mov.b32 r, 1; } }\n"
+	    "\t// } a closing brace in a line comment\n"
+	    "\t/* } and { in a block comment\n .entry hidden( .param .u64 p ) {} */\n"
+	    "\tcall.uni \"}\\\"{\";\n"
+	    "\t.entry inside;\n"
+	    "}\n"
+	    ".entry b( .param .u64 p, .param .u8 c ) { ret; }\n";
+	gmx_fatbin_t *fb = parse_ok(t, sizeof t);
+	assert_int_equal(gmx_fatbin_count(fb), 2);
+	check_layout(fb, "a", 4, 1, (const uint32_t[]){0, 4});
+	check_layout(fb, "b", 9, 2, (const uint32_t[]){0, 8, 8, 1});
+	assert_null(gmx_fatbin_find(fb, "hidden"));
+	assert_null(gmx_fatbin_find(fb, "inside"));
+	gmx_fatbin_free(fb);
+	static const char open[] = ".version 8.0\n.entry a( .param .u32 x ) { { ret; }\n.entry b() {}";
+	fb = parse_ok(open, sizeof open); /* an unclosed body runs to the end: b is inside it */
+	assert_int_equal(gmx_fatbin_count(fb), 1);
+	gmx_fatbin_free(fb);
+}
+
 static void test_ptx_errors(void **state)
 {
 	(void)state;
@@ -301,6 +329,7 @@ int main(void)
 	    cmocka_unit_test(test_ptx),	      cmocka_unit_test(test_ptx_errors),
 	    cmocka_unit_test(test_container), cmocka_unit_test(test_duplicates),
 	    cmocka_unit_test(test_many),      cmocka_unit_test(test_within),
+	    cmocka_unit_test(test_ptx_bodies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

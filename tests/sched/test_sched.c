@@ -184,11 +184,98 @@ static void test_fikit_measures_from_own_release(void **state)
 	gmx_kprof_free(&prof[1]);
 }
 
+/* A departed task's queued commands are submitted at task_done, whatever its priority and
+ * whoever owns the device (the daemon frees a dead client's slot only once its policy lets
+ * go of them: a low-priority task's orphans waited behind busy high-priority work, and dead
+ * clients' slots ran out). Task 0 (priority 0) keeps the device busy; task 1 (priority 9)
+ * has 6 commands queued. */
+static uint32_t sub_by_task[2];
+static int64_t fd_now(void *c)
+{
+	return ((fake_t *)c)->now;
+}
+static int fd_submit(void *c, gmx_cmd_t *cmd)
+{
+	((fake_t *)c)->n_sub++;
+	sub_by_task[cmd->task & 1]++;
+	return 0;
+}
+
+static void done_releases_queue(const gmx_policy_ops_t *ops)
+{
+	fake_t f = {.now = 1000};
+	gmx_device_t dev = {.ctx = &f, .now = fd_now, .submit = fd_submit, .set_timer = f_timer};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	gmx_policy_t *pol = NULL;
+	assert_int_equal(ops->create(&p, &dev, &pol), 0);
+	assert_int_equal(ops->task_add(pol, 0, 0), 0);
+	assert_int_equal(ops->task_add(pol, 1, 9), 0);
+	gmx_cmd_t c[16];
+	sub_by_task[0] = sub_by_task[1] = 0;
+	for (int i = 0; i < 16; i++) {
+		c[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1,
+				   .task = i < 10 ? 0u : 1u,
+				   .kind = GMX_OP_KERNEL,
+				   .kernel_id = 7,
+				   .predicted_ns = 1000000};
+		ops->on_launch(pol, &c[i]);
+	}
+	uint32_t before = sub_by_task[1];
+	ops->task_done(pol, 1);
+	if (sub_by_task[1] != 6)
+		fail_msg("policy %s: %u of the departed task's 6 commands submitted at task_done (%u before)",
+			 ops->name, sub_by_task[1], before);
+	ops->destroy(pol);
+}
+
+static void test_task_done_releases_queue(void **state)
+{
+	(void)state;
+	each_policy(done_releases_queue);
+}
+
+/* fikit learns nothing from a departed task's work: the daemon completes a killed client's
+ * in-flight commands when it leaves, at whatever time that is. */
+static void test_fikit_learns_nothing_after_done(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer};
+	gmx_kprof_t prof;
+	gmx_kprof_t *pp[1] = {&prof};
+	assert_int_equal(gmx_kprof_init(&prof, "a"), 0);
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.profiles = pp;
+	p.n_profiles = 1;
+	p.profile_learn = 1;
+	const gmx_policy_ops_t *ops = gmx_sched_find("fikit");
+	gmx_policy_t *pol;
+	assert_int_equal(ops->create(&p, &dev, &pol), 0);
+	assert_int_equal(ops->task_add(pol, 0, 0), 0);
+	gmx_cmd_t c[2] = {{.seq = 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 11},
+			  {.seq = 2, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 12}};
+	ops->on_launch(pol, &c[0]);
+	ops->on_launch(pol, &c[1]);
+	assert_int_equal(f.n_sub, 2);
+	ops->task_done(pol, 0); /* killed while its kernels ran */
+	f.now = 5000000000LL;
+	ops->on_complete(pol, &c[0]);
+	ops->on_complete(pol, &c[1]); /* would flush the first one's observation */
+	assert_null(gmx_kprof_find(&prof, 11, 0));
+	assert_int_equal(prof.n, 0);
+	ops->destroy(pol);
+	gmx_kprof_free(&prof);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_create_refuses_out_of_bounds),
 	    cmocka_unit_test(test_fikit_measures_from_own_release),
+	    cmocka_unit_test(test_task_done_releases_queue),
+	    cmocka_unit_test(test_fikit_learns_nothing_after_done),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

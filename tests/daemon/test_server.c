@@ -1,0 +1,322 @@
+/*
+ * gpumuxd's connections and clients without a loop (daemon/server_internal.h's seam): socket
+ * pairs handed to gmxd__admit with the credentials of our choosing, the rings driven by hand,
+ * a clock of our own. What one user may take from the others: client slots, slots held by
+ * departed clients, the profile store's entries; and the store's saves (durable, private).
+ */
+#include "server_internal.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static int64_t now_ns = 1000000000LL;
+static int64_t test_clock(void)
+{
+	return now_ns;
+}
+
+typedef struct {
+	int fd, efd_up, efd_down;
+	uint32_t id;
+	gmx_shm_region_t *r;
+	char reason[200];
+} tconn_t;
+
+static gmxd_config_t cfg;
+
+static void start(const char *policy, long max_clients)
+{
+	gmxd_config_default(&cfg);
+	snprintf(cfg.policy, sizeof cfg.policy, "%s", policy);
+	cfg.profile_dir[0] = 0;
+	cfg.max_clients = max_clients;
+	cfg.allow_uid[0] = 1000;
+	cfg.allow_uid[1] = 1001;
+	cfg.n_allow_uid = 2;
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+}
+
+static void books(void)
+{
+	char err[512];
+	if (gmxd__check(err, sizeof err) != 0)
+		fail_msg("books: %s", err);
+}
+
+/* Connects as uid with a HELLO: 'W' welcomed (c filled), 'R' refused (c->reason). */
+static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
+{
+	memset(c, 0, sizeof *c);
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	gmx_msg_hello_t h;
+	memset(&h, 0, sizeof h);
+	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
+	h.priority = prio;
+	snprintf(h.name, sizeof h.name, "%s", name);
+	assert_int_equal(send(sv[0], &h, sizeof h, 0), (ssize_t)sizeof h);
+	struct ucred cr = {.pid = 100, .uid = uid, .gid = uid};
+	gmxd__admit(sv[1], &cr);
+	c->fd = sv[0];
+	union {
+		gmx_msg_welcome_t w;
+		gmx_msg_refused_t r;
+	} m;
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
+	assert_true(n >= (ssize_t)sizeof(gmx_msg_hdr_t));
+	if (m.w.h.type == GMX_MSG_REFUSED) {
+		snprintf(c->reason, sizeof c->reason, "%s", m.r.reason);
+		close(c->fd);
+		c->fd = -1;
+		return 'R';
+	}
+	assert_int_equal(m.w.h.type, GMX_MSG_WELCOME);
+	int fds[3];
+	memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fds);
+	c->r = mmap(NULL, sizeof(gmx_shm_region_t), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	assert_true(c->r != MAP_FAILED);
+	close(fds[0]);
+	c->efd_up = fds[1];
+	c->efd_down = fds[2];
+	c->id = m.w.client_id;
+	return 'W';
+}
+
+static int task_of(const tconn_t *c)
+{
+	for (int t = 0; t < GMX_MAX_TASKS; t++)
+		if (SRV.cl[t].used && SRV.cl[t].id == c->id)
+			return t;
+	return -1;
+}
+
+static void bye(tconn_t *c)
+{
+	if (c->fd < 0)
+		return;
+	int t = task_of(c);
+	munmap(c->r, sizeof(gmx_shm_region_t));
+	close(c->efd_up);
+	close(c->efd_down);
+	close(c->fd);
+	c->fd = -1;
+	if (t >= 0)
+		gmxd__sock_event((uint32_t)t);
+}
+
+static void up(tconn_t *c, uint32_t type, uint64_t seq)
+{
+	gmx_ring_entry_t e = {.type = type, .seq = seq, .x = 5};
+	int wake;
+	assert_int_equal(gmx_ring_push(&c->r->up, &e, &wake), 0);
+}
+
+/* One allowed user cannot take every client slot: by default it gets half of max_clients, and
+ * users other than root together never the last quarter (at most GMXD_CLIENTS_RESERVE). */
+static void test_one_user_cannot_take_every_slot(void **state)
+{
+	(void)state;
+	start("timeslice", 8);
+	tconn_t c[20];
+	int n = 0, w = 0;
+	for (int i = 0; i < 8; i++)
+		w += hello(&c[n++], 1000, "a", 5) == 'W';
+	assert_int_equal(w, 4);
+	assert_non_null(strstr(c[n - 1].reason, "uid 1000 has 4 clients already (max_clients_per_user 4)"));
+	w = 0;
+	for (int i = 0; i < 4; i++)
+		w += hello(&c[n++], 1001, "b", 5) == 'W';
+	assert_int_equal(w, 2); /* 6 of 8 to users other than root */
+	assert_non_null(strstr(c[n - 1].reason, "the last 2 of max_clients 8 are kept for root"));
+	assert_int_equal(hello(&c[n++], 0, "root1", 0), 'W');
+	assert_int_equal(hello(&c[n++], 0, "root2", 0), 'W');
+	assert_int_equal(hello(&c[n++], 0, "root3", 0), 'R');
+	assert_non_null(strstr(c[n - 1].reason, "serves 8 clients already"));
+	books();
+	for (int i = 0; i < n; i++)
+		bye(&c[i]);
+	books();
+	gmxd__fini();
+}
+
+/* A low-priority client that dies with commands queued behind busy high-priority work frees
+ * its slot at once: its commands are handed out unrun when it leaves, not when its turn comes
+ * (which the high-priority client's work kept from coming). */
+static void test_departed_slot_freed_at_once(void **state)
+{
+	(void)state;
+	static const char *pol[] = {"timeslice", "fikit", "streamprio"};
+	for (int p = 0; p < 3; p++) {
+		start(pol[p], 32);
+		tconn_t hp, lp;
+		assert_int_equal(hello(&hp, 0, "hp", 0), 'W');
+		assert_int_equal(hello(&lp, 0, "lp", 9), 'W');
+		for (uint64_t s = 1; s <= 8; s++)
+			up(&hp, GMX_UP_NOTICE, s); /* two granted, never completed: hp stays busy */
+		gmxd__poll_rings();
+		for (uint64_t s = 1; s <= 10; s++)
+			up(&lp, GMX_UP_NOTICE, s);
+		gmxd__poll_rings();
+		int t = task_of(&lp);
+		assert_true(t >= 0);
+		if (SRV.cl[t].queued == 0)
+			fail_msg("%s: the low-priority client's commands were not held back", pol[p]);
+		bye(&lp);
+		books();
+		if (SRV.cl[t].used)
+			fail_msg("%s: the departed client's slot is still held by %u commands", pol[p],
+				 SRV.cl[t].refs);
+		bye(&hp);
+		books();
+		gmxd__fini();
+	}
+}
+
+/* The profile store has an entry per task name; names seen once do not fill it for good: the
+ * least recently used entry no client holds makes room, and a live client's entry stays. */
+static void test_profile_entries_reused(void **state)
+{
+	(void)state;
+	start("fikit", 32);
+	tconn_t keep, c;
+	assert_int_equal(hello(&keep, 0, "keep", 0), 'W');
+	gmx_kprof_t *kp = SRV.prof_ptr[task_of(&keep)];
+	assert_non_null(kp);
+	for (int i = 0; i < 3 * GMX_MAX_TASKS; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "once%d", i);
+		assert_int_equal(hello(&c, 1000, name, 5), 'W');
+		if (!SRV.prof_ptr[task_of(&c)])
+			fail_msg("client %d (%s) got no profile: the store is full of departed names", i, name);
+		bye(&c);
+	}
+	assert_ptr_equal(SRV.prof_ptr[task_of(&keep)], kp);
+	assert_string_equal(kp->task, "keep");
+	bye(&keep);
+	books();
+	gmxd__fini();
+}
+
+/* fsync and rename as the store calls them (linked with --wrap): the order of a save. */
+int __real_fsync(int fd);
+int __real_rename(const char *from, const char *to);
+static char events[32][700];
+static int n_ev;
+
+int __wrap_fsync(int fd)
+{
+	char link[64], path[512];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	ssize_t k = readlink(link, path, sizeof path - 1);
+	path[k > 0 ? k : 0] = 0;
+	if (n_ev < 32)
+		snprintf(events[n_ev++], sizeof events[0], "fsync %s", path);
+	return __real_fsync(fd);
+}
+
+int __wrap_rename(const char *from, const char *to)
+{
+	if (n_ev < 32)
+		snprintf(events[n_ev++], sizeof events[0], "rename %s %s", from, to);
+	return __real_rename(from, to);
+}
+
+static int find_event(const char *prefix, int from)
+{
+	for (int i = from; i < n_ev; i++)
+		if (strncmp(events[i], prefix, strlen(prefix)) == 0)
+			return i;
+	return -1;
+}
+
+/* A save is durable and private: the temporary is flushed before it replaces the profile, the
+ * directory after; the file is 0600. At start, an older readable profile is made private and a
+ * temporary a crash left behind is removed. */
+static void test_store_save_durable_and_private(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gmx-test-store.XXXXXX", path[64], tmp[128], old[128], file[128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/profiles", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(tmp, sizeof tmp, "%s/t.gmxprof.tmp.Ab12Cd", path);
+	snprintf(old, sizeof old, "%s/old.gmxprof", path);
+	snprintf(file, sizeof file, "%s/t.gmxprof", path);
+	FILE *f = fopen(tmp, "w");
+	assert_non_null(f);
+	fputs("gmxprof 1\n", f);
+	fclose(f);
+	f = fopen(old, "w");
+	assert_non_null(f);
+	fputs("gmxprof 1\n", f);
+	fclose(f);
+	assert_int_equal(chmod(old, 0644), 0);
+	gmxd_config_default(&cfg);
+	snprintf(cfg.profile_dir, sizeof cfg.profile_dir, "%s", path);
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat(old, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	if (access(tmp, F_OK) == 0)
+		fail_msg("%s, left by an unfinished save, is still there", tmp);
+	gmx_kprof_t p;
+	assert_int_equal(gmx_kprof_init(&p, "t"), 0);
+	assert_int_equal(gmx_kprof_observe(&p, 1, 0, 100000, 5000, "k"), 0);
+	n_ev = 0;
+	gmxd__store_save("t", &p);
+	char want[400];
+	snprintf(want, sizeof want, "fsync %s/t.gmxprof.tmp.", path);
+	int fs = find_event(want, 0);
+	snprintf(want, sizeof want, "rename %s/t.gmxprof.tmp.", path);
+	int rn = find_event(want, 0);
+	snprintf(want, sizeof want, "fsync %s", path);
+	int fd_dir = -1;
+	for (int i = rn + 1; rn >= 0 && i < n_ev; i++)
+		if (strcmp(events[i], want) == 0)
+			fd_dir = i;
+	for (int i = 0; i < n_ev; i++)
+		print_message("save: %s\n", events[i]);
+	if (fs < 0 || rn < 0 || fs > rn)
+		fail_msg("the temporary was not flushed before it replaced the profile");
+	if (fd_dir < 0)
+		fail_msg("the directory was not flushed after the rename");
+	assert_int_equal(stat(file, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	gmx_kprof_free(&p);
+	gmxd__fini();
+	unlink(file);
+	unlink(old);
+	rmdir(path);
+	rmdir(dir);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	gmxd_log_to(NULL);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_one_user_cannot_take_every_slot),
+	    cmocka_unit_test(test_departed_slot_freed_at_once),
+	    cmocka_unit_test(test_profile_entries_reused),
+	    cmocka_unit_test(test_store_save_durable_and_private),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
