@@ -221,11 +221,14 @@ static int compare(gmx_scenario_t *sc)
 	       "link allows, overlapped with compute, both directions at once).\n",
 	       l_ms, n_ms, l_ms);
 	if (above)
-		printf("a share above 100%% of same-schedule inmem: that mode's turns ran longer than the slice (a\n"
-		       "kernel waiting for its pages holds the device), so it ran a different, longer-turn schedule.\n");
-	printf("msched over um at equal %.0f ms slices: %.2fx; over um at the GPU's native %.0f ms slicing: %.2fx\n",
-	       l_ms, mean[UM_L] > 0 ? mean[MS_L] / mean[UM_L] : 0, n_ms,
-	       mean[UM_N] > 0 ? (mean[MS_L] * sm) / mean[UM_N] : 0);
+		printf("a share above 100%% of same-schedule inmem: the slices are the same, but a turn ends when its\n"
+		       "kernel does, and a kernel that waited for pages ends later; so that mode's turns (and the\n"
+		       "order tasks catch their next turn) shift a little from inmem's, which can favour a task.\n");
+	double ms_nat, ms_nat_worst; /* msched as a share of inmem at the native slice */
+	share_stats(&r[MS_L], &r[IN_N], &ms_nat, &ms_nat_worst);
+	printf("msched over um at equal %.0f ms slices: %.2fx; over um at the GPU's native %.0f ms slicing (both of\n"
+	       "inmem at that slice): %.2fx\n",
+	       l_ms, mean[UM_L] > 0 ? mean[MS_L] / mean[UM_L] : 0, n_ms, mean[UM_N] > 0 ? ms_nat / mean[UM_N] : 0);
 	printf("memory traffic in / out: um %.1f / %.1f GB (%llu fault batches) at %.0f ms; at %.0f ms: ideal %.1f /\n"
 	       "%.1f GB, msched %.1f / %.1f GB\n",
 	       r[UM_N].h2d_bytes / 1e9, r[UM_N].d2h_bytes / 1e9, (unsigned long long)r[UM_N].faults, n_ms, l_ms,
