@@ -6,7 +6,7 @@
 set -u
 G=$1 D=$2
 command -v jq >/dev/null || { echo "SKIPPED: jq not installed (scripts/deps installs it)"; exit 77; }
-run() { "$G" sim "$@" --warmup 1 --duration 1 --json || { echo "FAIL: gpumux sim $*"; exit 1; }; }
+run() { "$G" sim "$@" --warmup ${GMX_IDEAL_WARMUP:-2} --duration ${GMX_IDEAL_DURATION:-3} --json || { echo "FAIL: gpumux sim $*"; exit 1; }; }
 # mean over tasks of throughput(a) / throughput(b)
 share() { jq -n --argjson a "$1" --argjson b "$2" \
   '[$a.tasks[] as $t | ($b.tasks[] | select(.name==$t.name) | .throughput_per_s) as $r | select($r>0) | $t.throughput_per_s/$r] | add/length'; }
