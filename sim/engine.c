@@ -349,8 +349,11 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		/* Proactive: start when the kernel's own pages are in; what the
 		 * prediction missed faults in through the unified-memory path below. */
 		int64_t ready;
-		if (gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready)) {
-			gmx_sim__fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+		int mrc = gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready);
+		if (mrc) {
+			gmx_sim__fail(s, mrc == -ENOMEM ? -ENOMEM : -ENOSPC,
+				      mrc == -ENOMEM ? "out of memory in msched's planner"
+						     : "a kernel touches more memory than the device holds");
 			return;
 		}
 		x->pages_total = x->pages_left =

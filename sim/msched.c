@@ -40,6 +40,7 @@ struct gmx_msched {
 	gmx_msched_variant_t variant;
 	int64_t slice_ns;
 	int rule;              /* pick each slice by the rule (msched.h) */
+	int oom;               /* the rule ran out of memory: the next kernel reports it */
 	double slice_sum;      /* of the slices given by the rule, for the stats */
 	uint64_t slices;
 	int64_t slice_lo, slice_hi;
@@ -703,8 +704,10 @@ void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
 static double missing_s(gmx_msched_t *ms, uint32_t t)
 {
 	ms->n_need = 0;
-	if (slice_needs(ms, t, 1))
+	if (slice_needs(ms, t, 1)) {
+		ms->oom = 1;
 		return 0;
+	}
 	uint64_t pages = 0;
 	for (uint32_t i = 0; i < ms->n_need; i++) {
 		const gmx_chunk_t *k = &ms->m->chunks[ms->need[i]];
@@ -750,6 +753,8 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 {
 	ptask_t *p = &ms->t[task];
 	const gmx_workload_t *w = p->w;
+	if (ms->oom)
+		return -ENOMEM;
 	p->next_op = op;
 	if (ms->cur != (int)task) {
 		int rc = plan_switch(ms, task, now);

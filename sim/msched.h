@@ -47,7 +47,8 @@ void gmx_msched_destroy(gmx_msched_t *ms);
 /* Op `op` of `task` is about to start at `now` on the execution engine:
  * plans a switch when the task differs from the last one, makes the op's
  * predicted pages resident, and writes into *ready when it may start (its own
- * pages in). 0, or -ENOSPC when even one chunk cannot be placed. */
+ * pages in). 0, -ENOSPC when even one chunk cannot be placed, or -ENOMEM when
+ * the slice rule or the planner ran out of memory. */
 int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready);
 
 /* Turns the slice rule on (see GMX_MSCHED_MIGRATION_SHARE); off, every slice is
