@@ -2,7 +2,9 @@
 # The ideal is the physical limit: under the same schedule and slice, no memory policy (um,
 # msched and its ablations) keeps more of inmem than ideal does, on every shipped MSched
 # scenario, over a slice sweep (GMX_IDEAL_SLICES, default 1000 ms; short runs: 2 s warm-up,
-# 3 s measured). Not in the default sweep: 200 ms, where the ideal is known to fall below
+# 3 s measured; a policy may pass the limit by up to 2% there: in a 3 s window a task's last
+# unit, counted by its fraction done, moves a share by that much when turns shift by a kernel;
+# ../shared/checks/fidelity holds full windows to 0.5%). Not in the default sweep: 200 ms, where the ideal is known to fall below
 # msched on a-300 (0.238 against msched's 0.276 of same-schedule inmem in full runs; its
 # cross-task ranking of next uses is an estimate, docs/simulator.md) and where 1-3 s windows
 # are noisier than the 0.5% tolerance.
@@ -25,7 +27,7 @@ for f in "$D"/msched/*.ini; do
       else r=$(run "$f" --mem $m --mem-slice-ms $S) || exit 1; fi
       x=$(share "$r" "$inm")
       n=$((n + 1))
-      awk -v x="$x" -v i="$idl" 'BEGIN{exit !(x <= i * 1.005 + 1e-9)}' || bad="$bad $s@${S}ms:$m=$x>ideal=$idl"
+      awk -v x="$x" -v i="$idl" 'BEGIN{exit !(x <= i * 1.02 + 1e-9)}' || bad="$bad $s@${S}ms:$m=$x>ideal=$idl"
     done
   done
 done
