@@ -13,6 +13,7 @@
 #include "gpumux/template.h"
 #include "msched.h"
 #include "bench_util.h"
+#include "progress.h"
 #include "scenario.h"
 
 /* Memory modes of the table. "inmem" and "um" run under the GPU's native time
@@ -33,13 +34,21 @@ static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_res
 	if (mode == M_INLONG || mode == M_UMLONG || mode == M_IDEALLONG) {
 		static const char *const base[] = {[M_INLONG] = "inmem", [M_UMLONG] = "um", [M_IDEALLONG] = "ideal"};
 		copy.params.slice_ns = mem_slice;
-		rc = gmx_scenario_run(&copy, "timeline", base[mode], r, err, sizeof(err));
+		rc = gmx_progress_run(&copy, "timeline", base[mode], r, err, sizeof(err));
 	} else {
-		rc = gmx_scenario_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
+		rc = gmx_progress_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
 	}
 	if (rc)
 		fprintf(stderr, "gpumux bench msched: %s\n", err);
 	return rc;
+}
+
+/* Notes a run that failed (its message is already on standard error) under a name. */
+static void failed_run(json_t *failed, const char *fmt, const char *what)
+{
+	char name[128];
+	snprintf(name, sizeof(name), fmt, what);
+	json_array_append_new(failed, json_string(name));
 }
 
 /* ns per gmx_tpl_predict over every kernel of w, with templates learned from w. */
@@ -92,7 +101,7 @@ static json_t *accuracy_row(const char *what, const gmx_sim_msched_stats_t *a, i
 }
 
 /* Template accuracy on every workload kind, and cross-size generalisation. */
-static json_t *bench_accuracy(const char *shared, int print)
+static json_t *bench_accuracy(const char *shared, int print, json_t *failed)
 {
 	json_t *rows = json_array();
 	if (print)
@@ -138,8 +147,11 @@ static json_t *bench_accuracy(const char *shared, int print)
 			snprintf(label, sizeof(label), "%s, whole allocations", cases[i].label);
 			if (!v[2] && !gmx_msched_accuracy(&w[0], &w[0], 1, &st))
 				json_array_append_new(rows, accuracy_row(label, &st, print));
-		} else if (print)
-			printf("%-34s (could not build: %s)\n", cases[i].label, msg);
+		} else {
+			fprintf(stderr, "gpumux bench msched: accuracy of %s: %s\n", cases[i].label,
+				msg[0] ? msg : "could not be measured");
+			failed_run(failed, "accuracy %s", cases[i].label);
+		}
 		for (int k = 0; k < 3; k++)
 			gmx_workload_free(&w[k]);
 	}
@@ -168,10 +180,9 @@ static json_t *bench_accuracy(const char *shared, int print)
 	return rows;
 }
 
-int gmx_bench_msched(const char *dir, int quick, int json);
-
 int gmx_bench_msched(const char *dir, int quick, int json)
 {
+	json_t *failed = json_array(); /* what could not run, by name */
 	static const char *const mixes[] = {"a", "b", "c", "d"};
 	static const char *const pcts[] = {"150", "200", "300"};
 	int print = !json;
@@ -191,8 +202,11 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		       "um@2ms", "slice", "um", "msched", "whole", "serial", "fifo", "ideal", "ms/idl", "ms/um",
 		       "worst", "p99", "ms/um2", "in/idl", "whole", "fifo", "in2p99");
 	gmx_sim_result_t *r = calloc(M_COUNT, sizeof(*r));
-	if (!r)
+	if (!r || !failed) {
+		free(r);
+		json_decref(failed);
 		return 1;
+	}
 	int64_t mem_slice = 0;
 	for (int mx = 0; mx < 4; mx++)
 		for (int p = 0; p < 3; p++) {
@@ -206,6 +220,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 				free(r);
 				json_decref(root);
 				json_decref(rows);
+				json_decref(failed);
 				return 1;
 			}
 			mem_slice = sc.mem_slice_ns;
@@ -217,6 +232,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 				free(r);
 				json_decref(root);
 				json_decref(rows);
+				json_decref(failed);
 				return 1;
 			}
 			double ret[M_COUNT], worst[M_COUNT], p99[M_COUNT];
@@ -308,14 +324,19 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		char path[1024], err[1024];
 		snprintf(path, sizeof(path), "%s/msched/micro-%s.ini", dir, micro[p]);
 		gmx_scenario_t sc;
-		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
-			break;
+		if (gmx_scenario_load(path, &sc, err, sizeof(err))) {
+			fprintf(stderr, "gpumux bench msched: %s\n", err);
+			failed_run(failed, "micro-%s", micro[p]);
+			continue;
+		}
 		int ms[6] = {M_INMEM, M_UM, M_INLONG, M_UMLONG, M_MS, M_IDEALLONG}, rc = 0;
 		for (int k = 0; k < 6 && !rc; k++)
 			rc = run_mode(&sc, ms[k], sc.mem_slice_ns, &r[ms[k]]);
 		gmx_scenario_free(&sc);
-		if (rc)
-			break;
+		if (rc) {
+			failed_run(failed, "micro-%s", micro[p]);
+			continue;
+		}
 		double un = gmx_bench_retained(&r[M_UM], &r[M_INMEM]), u = gmx_bench_retained(&r[M_UMLONG], &r[M_INLONG]),
 		       m = gmx_bench_retained(&r[M_MS], &r[M_INLONG]), i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INLONG]);
 		if (print)
@@ -348,16 +369,23 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		char path[1024], err[1024];
 		snprintf(path, sizeof(path), "%s/msched/d-200.ini", dir);
 		gmx_scenario_t sc;
-		if (gmx_scenario_load(path, &sc, err, sizeof(err)))
-			break;
+		char what[32];
+		snprintf(what, sizeof(what), "d-200 slice %g ms", slices_ms[k]);
+		if (gmx_scenario_load(path, &sc, err, sizeof(err))) {
+			fprintf(stderr, "gpumux bench msched: %s\n", err);
+			failed_run(failed, "%s", what);
+			continue;
+		}
 		int64_t sl = (int64_t)llround(slices_ms[k] * 1e6);
 		int ms[6] = {M_INMEM, M_INLONG, M_UMLONG, M_MS, M_WHOLE, M_IDEALLONG}, rc = 0;
 		for (int q = 0; q < 6 && !rc; q++)
 			rc = run_mode(&sc, ms[q], sl, &r[ms[q]]);
 		uint32_t nt = sc.n_tasks;
 		gmx_scenario_free(&sc);
-		if (rc)
-			break;
+		if (rc) {
+			failed_run(failed, "%s", what);
+			continue;
+		}
 		double u = gmx_bench_retained(&r[M_UMLONG], &r[M_INLONG]), m = gmx_bench_retained(&r[M_MS], &r[M_INLONG]),
 		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INLONG]), wait = (double)(nt - 1) * slices_ms[k];
 		double wh = gmx_bench_retained(&r[M_WHOLE], &r[M_INLONG]), sa = gmx_bench_retained(&r[M_INLONG], &r[M_INMEM]);
@@ -381,7 +409,7 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 	free(r);
 	char shared[1024];
 	snprintf(shared, sizeof(shared), "%s/../../shared", dir); /* ../shared beside the repository */
-	json_object_set_new(root, "accuracy", bench_accuracy(shared, print));
+	json_object_set_new(root, "accuracy", bench_accuracy(shared, print, failed));
 	/* Predictor speed on the largest kernel list. */
 	gmx_workload_t w = {0};
 	char msg[256];
@@ -394,9 +422,17 @@ int gmx_bench_msched(const char *dir, int quick, int json)
 		printf("\ntemplate prediction: %.0f ns per launch (llama3-8b decode kernels; target < 1000 ns)\n", ns);
 	json_object_set_new(root, "predict_ns_per_launch", json_real(ns));
 	json_object_set_new(root, "quick", json_boolean(quick));
+	size_t n_failed = json_array_size(failed);
+	json_object_set_new(root, "failed", failed);
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s%s\n", print ? "\n" : "", s ? s : "{}");
 	free(s);
+	if (n_failed) {
+		fprintf(stderr, "gpumux bench msched: %zu run%s failed:", n_failed, n_failed == 1 ? "" : "s");
+		for (size_t i = 0; i < n_failed; i++)
+			fprintf(stderr, "%s %s", i ? "," : "", json_string_value(json_array_get(failed, i)));
+		fprintf(stderr, " (their rows are missing)\n");
+	}
 	json_decref(root);
-	return 0;
+	return n_failed ? 1 : 0;
 }

@@ -6,6 +6,16 @@
 
 #include "sim.h"
 
+/* gpumux bench msched (bench_msched.c): the scenarios under dir; 0, or 1 when a run failed
+ * (each named on standard error). */
+int gmx_bench_msched(const char *dir, int quick, int json);
+
+/* gpumux bench calibrate (bench_calibrate.c): the unified-memory model against the paper; exit code. */
+int gmx_bench_calibrate(const char *dir, int quick, int json);
+
+/* gpumux bench fikit (bench_fikit.c): the pairs under dir/fikit; 0, or 1 on the first failure. */
+int gmx_bench_fikit(const char *dir, int quick, int json);
+
 /* Monotonic wall-clock seconds. */
 static inline double gmx_bench_wall_s(void)
 {

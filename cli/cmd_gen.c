@@ -18,7 +18,9 @@ static void gen_usage(FILE *out)
 		"Builds one unit of a generated workload (a decode step, an iteration, a request)\n"
 		"and writes it in the native workload format (docs/workload-format.md).\n"
 		"\n"
-		"  -o FILE      write the workload to FILE (atomically; '-' = standard output)\n"
+		"  -o FILE      write the workload to FILE ('-' = standard output): a regular file is\n"
+		"               replaced atomically, a FIFO or character device written through,\n"
+		"               a symbolic link written through to its file; a directory is refused\n"
 		"  --summary    print only the summary line, write nothing\n"
 		"  -q           do not print the summary line\n"
 		"  --list       list every generator with its parameters, defaults and bounds\n"
@@ -115,15 +117,7 @@ int gmx_cmd_gen(int argc, char **argv)
 	}
 	status = 0;
 	if (!summary_only) {
-		if (!strcmp(out_path, "-")) {
-			rc = gmx_workload_write_stream(&w, stdout);
-			if (!rc && fflush(stdout) != 0)
-				rc = -EIO;
-			if (rc)
-				snprintf(err, sizeof(err), "standard output: %s", strerror(-rc));
-		} else {
-			rc = gmx_workload_write(&w, out_path, err, sizeof(err));
-		}
+		rc = gmx_workload_write(&w, out_path, err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "gpumux gen: %s\n", err);
 			status = 1;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "progress.h"
+#include "gpumux/numparse.h"
 #include "gpumux/template.h"
 #include "gpumux/workload_io.h"
 #include "msched.h"
@@ -36,6 +38,8 @@ static void usage(FILE *out)
 		     "        duration p50/p99 and gap p50/p99; --all also lists the per-context entries.\n"
 		     "        Given a templates file, prints each kernel's template.\n"
 		     "\n"
+		     "-o FILE: a regular file is replaced atomically, a FIFO or character device written\n"
+		     "through, a symbolic link written through to its file; a directory is refused.\n"
 		     "A file that is not valid is refused with FILE:LINE: and the reason. The formats\n"
 		     "are in docs/fikit.md (profiles) and docs/msched.md (templates). See\n"
 		     "gpumux-profile(1).\n");
@@ -49,29 +53,28 @@ static int record(int argc, char **argv)
 		{0, 0, 0, 0},
 	};
 	const char *outp = NULL;
-	double duration = -1, seed = -1;
-	int c;
+	double duration = -1;
+	uint64_t seed = 0;
+	int c, have_seed = 0;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
-		char *end;
 		switch (c) {
 		case 'o': outp = optarg; break;
 		case 'd':
-			duration = strtod(optarg, &end);
-			if (*end || !(duration > 0 && duration <= 86400)) {
+			if (gmx_parse_real(optarg, 1e-6, 86400, &duration)) {
 				fprintf(stderr, "gpumux profile record: --duration '%s': expected seconds in (0, 86400]\n",
 					optarg);
 				return 2;
 			}
 			break;
 		case 'S':
-			seed = strtod(optarg, &end);
-			if (*end || !(seed >= 0 && seed <= 9007199254740992.0)) {
-				fprintf(stderr, "gpumux profile record: --seed '%s': expected a non-negative integer\n",
+			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
+				fprintf(stderr, "gpumux profile record: --seed '%s': expected a non-negative decimal integer\n",
 					optarg);
 				return 2;
 			}
+			have_seed = 1;
 			break;
 		case 'h': usage(stdout); return 0;
 		default:
@@ -92,8 +95,8 @@ static int record(int argc, char **argv)
 	}
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
-	if (seed >= 0)
-		sc.seed = (uint64_t)seed;
+	if (have_seed)
+		sc.seed = seed;
 	gmx_sim_config_t cfg = {
 		.device = sc.device,
 		.capacity_bytes = sc.capacity_bytes,
@@ -105,8 +108,13 @@ static int record(int argc, char **argv)
 		.tasks = sc.tasks,
 		.n_tasks = sc.n_tasks,
 	};
+	gmx_progress_t prog;
+	gmx_progress_start(&prog, "%s: measuring each task alone", sc.name);
+	cfg.progress = gmx_progress_tick;
+	cfg.progress_ctx = &prog;
 	gmx_kprof_t *p = calloc(sc.n_tasks ? sc.n_tasks : 1, sizeof(*p));
 	int rc = p ? gmx_profile_measure(&cfg, p, err, sizeof(err)) : -ENOMEM;
+	gmx_progress_end(&prog);
 	if (!rc)
 		rc = gmx_profile_write(outp, p, sc.n_tasks, err, sizeof(err));
 	if (rc)

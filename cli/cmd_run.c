@@ -14,6 +14,8 @@
 
 #include "../daemon/gmx_proto.h"
 #include "commands.h"
+#include "gpumux/numparse.h"
+#include "gpumux/sched.h"
 #include "tpl_file.h"
 
 static void usage(FILE *f)
@@ -118,13 +120,13 @@ int gmx_cmd_run(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "+p:n:ot:r:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'p': {
-			char *end;
-			prio = strtol(optarg, &end, 10);
-			if (*end || end == optarg || prio < 0 || prio > 9) {
+			uint64_t v;
+			if (gmx_parse_uint(optarg, 0, GMX_PRIORITY_LEVELS - 1, &v)) {
 				fprintf(stderr, "gpumux run: --priority %s: expected 0 (highest) to 9\n",
 					optarg);
 				return 2;
 			}
+			prio = (long)v;
 			break;
 		}
 		case 'n':

@@ -8,6 +8,8 @@
 
 #include "commands.h"
 #include "msched.h"
+#include "progress.h"
+#include "gpumux/numparse.h"
 #include "report.h"
 #include "scenario.h"
 
@@ -43,7 +45,8 @@ static void usage(FILE *out)
 		"  --compare        inmem and um at the native slice; inmem, um, ideal and msched at\n"
 		"                   msched's slice; each as a share of inmem under the same schedule,\n"
 		"                   with per-task p99 latency and the worst task's share\n"
-		"  --json           print one JSON object instead of a table\n"
+		"  --json           print one JSON object instead of a table (with --compare:\n"
+		"                   {scenario, device, seed, compare, slices, runs: [one report per run]})\n"
 		"  -h, --help       show this help\n"
 		"\n"
 		"Same scenario, options and seed give byte-identical output. See gpumux-sim(1)\n"
@@ -53,24 +56,20 @@ static void usage(FILE *out)
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
 {
-	char *end;
-	errno = 0;
-	double d = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
-		fprintf(stderr, "gpumux sim: %s '%s': expected a number in [%g, %g]\n", opt, v, lo, hi);
+	if (gmx_parse_real(v, lo, hi, out)) {
+		fprintf(stderr, "gpumux sim: %s '%s': expected a decimal number in [%g, %g]\n", opt, v, lo, hi);
 		return -1;
 	}
-	*out = d;
 	return 0;
 }
 
 static int run(gmx_scenario_t *sc, const char *sched, const char *mem, gmx_sim_result_t *res)
 {
 	char err[1024];
-	int rc = gmx_scenario_run(sc, sched, mem, res, err, sizeof(err));
+	int rc = gmx_progress_run(sc, sched, mem, res, err, sizeof(err));
 	if (rc)
 		fprintf(stderr, "gpumux sim: %s\n", err);
-	return rc == -EINVAL ? 2 : rc ? 1 : 0;
+	return rc ? 1 : 0;
 }
 
 static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int json)
@@ -133,7 +132,7 @@ static void print_p99(double s)
  * under the same schedule and slice: the GPU's native time slicing for inmem
  * and um, msched's slice (under the timeline scheduler) for inmem, um, ideal
  * and msched; and what the schedule change alone does to inmem. */
-static int compare(gmx_scenario_t *sc)
+static int compare(gmx_scenario_t *sc, int json)
 {
 	enum { IN_N, UM_N, IN_L, UM_L, ID_L, MS_L, N };
 	static const char *const label[N] = {"inmem", "um", "inmem", "um", "ideal", "msched"};
@@ -161,9 +160,34 @@ static int compare(gmx_scenario_t *sc)
 		free(r);
 		return rc;
 	}
+	if (json) {
+		/* {"scenario", "device", "seed", "compare", "slices", "runs": [one report per run, as --json
+		 * prints it, with its sched and slice]} */
+		json_t *root = json_object(), *runs = json_array();
+		if (root && runs) {
+			json_object_set_new(root, "scenario", json_string(sc->name));
+			json_object_set_new(root, "device", json_string(sc->device->name));
+			json_object_set_new(root, "seed", json_integer((json_int_t)sc->seed));
+			json_object_set_new(root, "compare", json_true());
+			json_object_set_new(root, "native_slice_ms", json_real((double)nat / 1e6));
+			json_object_set_new(root, "msched_slice_ms", json_real((double)ms / 1e6));
+			for (int m = 0; m < N; m++) {
+				gmx_run_info_t info = {sc->name, m == IN_N || m == UM_N || m == MS_L ? "timeslice" : "timeline",
+						       label[m], sc->device->name, sc->seed};
+				json_t *o = gmx_report_object(&info, &r[m]);
+				json_object_set_new(o, "slice_ms", json_real((double)(m < IN_L ? nat : ms) / 1e6));
+				json_array_append_new(runs, o);
+			}
+			json_object_set_new(root, "runs", runs);
+			runs = NULL;
+		}
+		json_decref(runs);
+		free(r);
+		return gmx_report_print(stdout, root) ? 1 : 0;
+	}
 	double n_ms = nat / 1e6, l_ms = ms / 1e6;
-	printf("%s on %s: %u tasks, %.2f GB of memory on %.2f GB\n", sc->name, sc->device->name, sc->n_tasks,
-	       r[0].footprint_bytes / 1e9, sc->capacity_bytes / 1e9);
+	printf("%s on %s: %u tasks, %.2f GiB of memory on %.2f GiB\n", sc->name, sc->device->name, sc->n_tasks,
+	       r[0].footprint_bytes / GMX_GIB, sc->capacity_bytes / GMX_GIB);
 	if (sc->warmup_ns > 0)
 		printf("measured over %.1f simulated s after a %.1f s warm-up\n", sc->duration_ns / 1e9,
 		       sc->warmup_ns / 1e9);
@@ -229,10 +253,11 @@ static int compare(gmx_scenario_t *sc)
 	printf("msched over um at equal %.0f ms slices: %.2fx; over um at the GPU's native %.0f ms slicing (both of\n"
 	       "inmem at that slice): %.2fx\n",
 	       l_ms, mean[UM_L] > 0 ? mean[MS_L] / mean[UM_L] : 0, n_ms, mean[UM_N] > 0 ? ms_nat / mean[UM_N] : 0);
-	printf("memory traffic in / out: um %.1f / %.1f GB (%llu fault batches) at %.0f ms; at %.0f ms: ideal %.1f /\n"
-	       "%.1f GB, msched %.1f / %.1f GB\n",
-	       r[UM_N].h2d_bytes / 1e9, r[UM_N].d2h_bytes / 1e9, (unsigned long long)r[UM_N].faults, n_ms, l_ms,
-	       r[ID_L].h2d_bytes / 1e9, r[ID_L].d2h_bytes / 1e9, r[MS_L].h2d_bytes / 1e9, r[MS_L].d2h_bytes / 1e9);
+	printf("memory traffic in / out: um %.1f / %.1f GiB (%llu fault batches) at %.0f ms; at %.0f ms: ideal %.1f /\n"
+	       "%.1f GiB, msched %.1f / %.1f GiB\n",
+	       r[UM_N].h2d_bytes / GMX_GIB, r[UM_N].d2h_bytes / GMX_GIB, (unsigned long long)r[UM_N].faults, n_ms, l_ms,
+	       r[ID_L].h2d_bytes / GMX_GIB, r[ID_L].d2h_bytes / GMX_GIB, r[MS_L].h2d_bytes / GMX_GIB,
+	       r[MS_L].d2h_bytes / GMX_GIB);
 	free(r);
 	return 0;
 }
@@ -249,21 +274,41 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
 	};
 	const char *sched = NULL, *mem = NULL, *only = NULL, *profile = NULL;
-	double seed = -1, duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	double duration = -1, warmup = -1, slice = -1, mem_slice = -1;
+	uint64_t seed = 0;
+	int have_seed = 0;
 	int json = 0, cmp = 0, c;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's': sched = optarg; break;
-		case 'm': mem = optarg; break;
+		case 's':
+			sched = optarg;
+			if (!gmx_sched_find(sched)) {
+				char names[128];
+				gmx_sched_names(names, sizeof(names));
+				fprintf(stderr, "gpumux sim: --sched: unknown scheduler '%s' (expected %s)\n", sched, names);
+				return 2;
+			}
+			break;
+		case 'm':
+			mem = optarg;
+			if (gmx_mem_mode_parse(mem) < 0) {
+				fprintf(stderr, "gpumux sim: --mem: unknown memory mode '%s' (expected %s)\n", mem,
+					GMX_MEM_MODE_NAMES);
+				return 2;
+			}
+			break;
 		case 'o': only = optarg; break;
 		case 'p': profile = optarg; break;
 		case 'j': json = 1; break;
 		case 'c': cmp = 1; break;
 		case 'S':
-			if (parse_num("--seed", optarg, 0, 9007199254740992.0, &seed))
+			if (gmx_parse_uint(optarg, 0, UINT64_MAX, &seed)) {
+				fprintf(stderr, "gpumux sim: --seed '%s': expected a non-negative decimal integer\n", optarg);
 				return 2;
+			}
+			have_seed = 1;
 			break;
 		case 'd':
 			if (parse_num("--duration", optarg, 1e-6, 86400, &duration))
@@ -274,11 +319,11 @@ int gmx_cmd_sim(int argc, char **argv)
 				return 2;
 			break;
 		case 'l':
-			if (parse_num("--slice-ms", optarg, 0.01, 60000, &slice))
+			if (parse_num("--slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &slice))
 				return 2;
 			break;
 		case 'L':
-			if (parse_num("--mem-slice-ms", optarg, 0.01, 60000, &mem_slice))
+			if (parse_num("--mem-slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &mem_slice))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
@@ -299,8 +344,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		return 1;
 	}
 	sc.profile = profile;
-	if (seed >= 0)
-		sc.seed = (uint64_t)seed;
+	if (have_seed)
+		sc.seed = seed;
 	if (duration > 0)
 		sc.duration_ns = (int64_t)llround(duration * 1e9);
 	if (warmup >= 0)
@@ -329,7 +374,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.tasks[0] = keep;
 		sc.n_tasks = 1;
 	}
-	int rc = cmp ? compare(&sc) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
+	int rc = cmp ? compare(&sc, json) : report(&sc, sched ? sched : sc.sched, mem ? mem : sc.mem, json);
 	sc.n_tasks = all;
 	gmx_scenario_free(&sc);
 	return rc;

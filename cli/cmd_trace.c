@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gpumux/numparse.h"
 #include "trace.h"
 
 static void usage_trace(FILE *out)
@@ -31,8 +32,10 @@ static void usage_import(FILE *out)
 		"  orion   Orion per-operator CSV (Name,Profile,Memory_footprint,SM_usage,Duration)\n"
 		"  vidur   Vidur operator-time CSV: a Llama-2-7B step of --tokens N tokens (default 512)\n"
 		"\n"
-		"  -o, --output OUT   file to write; written to a temporary and renamed, so a failed\n"
-		"                     import leaves no OUT behind\n"
+		"  -o, --output OUT   file to write; a regular file is written to a temporary and\n"
+		"                     renamed, so a failed import leaves no OUT behind; a FIFO or\n"
+		"                     character device is written through, a symbolic link through\n"
+		"                     to its file; a directory is refused\n"
 		"  --format F         skip detection and read SRC as F\n"
 		"  --tokens N         vidur: tokens in the step (1..4096)\n"
 		"  --device D         vidur: a100 or h100 when SRC's path does not name it\n"
@@ -76,10 +79,9 @@ static int parse_common(int argc, char **argv, int *i, gmx_trace_opts_t *o)
 				return 2;
 			}
 		} else if (!strcmp(a, "--tokens")) {
-			char *e;
-			unsigned long n = strtoul(v, &e, 10);
-			if (*e || !n || n > 1000000) {
-				fprintf(stderr, "gpumux trace: --tokens wants a positive integer, got '%s'\n", v);
+			uint64_t n;
+			if (gmx_parse_uint(v, 1, 1000000, &n)) {
+				fprintf(stderr, "gpumux trace: --tokens wants an integer in [1, 1000000], got '%s'\n", v);
 				return 2;
 			}
 			o->tokens = (uint32_t)n;

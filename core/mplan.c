@@ -22,11 +22,19 @@ uint32_t gmx_timeline_order(const int *priority, const uint8_t *runnable, uint32
 	return n;
 }
 
+/* A resident unit's place in the eviction order: full-width fields, so no rank, position or
+ * unit is ever truncated (a slice may list more than 2^24 units). */
+typedef struct evict_key {
+	uint32_t rank; /* first slice needing the unit; GMX_MPLAN_NONE (the largest) when none */
+	uint32_t pos;  /* its first position within that slice (0 when none) */
+	uint32_t unit;
+} evict_key_t;
+
 struct gmx_mplan {
 	uint32_t n_units;
 	uint32_t *rank;  /* first slice needing the unit */
-	uint32_t *pos;   /* last position of the unit within that slice */
-	uint64_t *key;   /* sort scratch */
+	uint32_t *pos;   /* first position of the unit within that slice */
+	evict_key_t *key; /* sort scratch */
 	uint32_t *seen;  /* dedupe of the load list, by generation */
 	uint32_t gen;
 	uint32_t cap_key;
@@ -66,10 +74,16 @@ uint32_t gmx_mplan_rank(const gmx_mplan_t *p, uint32_t u)
 	return u < p->n_units ? p->rank[u] : GMX_MPLAN_NONE;
 }
 
-static int cmp_desc(const void *a, const void *b)
+/* Eviction order: furthest rank first (none before any), then within a slice the unit needed
+ * last first, then by unit for a total order. */
+static int cmp_evict(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x < y) - (x > y);
+	const evict_key_t *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? 1 : -1;
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? 1 : -1;
+	return (x->unit < y->unit) - (x->unit > y->unit);
 }
 
 int gmx_mplan_switch(gmx_mplan_t *p, const gmx_mplan_timeline_t *tl, const uint32_t *resident, uint32_t n_resident,
@@ -95,32 +109,22 @@ int gmx_mplan_switch(gmx_mplan_t *p, const gmx_mplan_timeline_t *tl, const uint3
 			p->pos[tl->need[i]] = i - tl->first[s];
 		}
 	if (n_resident > p->cap_key) {
-		uint64_t *k = realloc(p->key, (size_t)n_resident * sizeof(*k));
+		evict_key_t *k = realloc(p->key, (size_t)n_resident * sizeof(*k));
 		if (!k)
 			return -ENOMEM;
 		p->key = k;
 		p->cap_key = n_resident;
 	}
-	/* Key: rank (none = furthest), then position, then the unit for a total
-	 * order; sorted descending = eviction order. */
 	for (uint32_t i = 0; i < n_resident; i++) {
 		uint32_t u = resident[i];
-		uint64_t r = p->rank[u] == GMX_MPLAN_NONE ? 0xffffull : p->rank[u] < 0xfffe ? p->rank[u] : 0xfffeull;
-		uint64_t pos = p->rank[u] == GMX_MPLAN_NONE ? 0 : p->pos[u];
-		p->key[i] = (r << 48) | ((pos & 0xffffffull) << 24) | (u & 0xffffffull);
+		p->key[i] = (evict_key_t){p->rank[u], p->rank[u] == GMX_MPLAN_NONE ? 0 : p->pos[u], u};
 		if (p->rank[u] == 0)
 			(*n_keep)++;
 	}
-	/* The low 24 bits hold the unit only up to 16M units; sort pairs instead
-	 * when there are more. */
-	if (p->n_units <= 0xffffffu) {
-		if (n_resident) /* key is NULL until the first resident unit */
-			qsort(p->key, n_resident, sizeof(uint64_t), cmp_desc);
-		for (uint32_t i = 0; i < n_resident; i++)
-			evict[i] = (uint32_t)(p->key[i] & 0xffffffull);
-	} else {
-		return -EINVAL;
-	}
+	if (n_resident) /* key is NULL until the first resident unit */
+		qsort(p->key, n_resident, sizeof(*p->key), cmp_evict);
+	for (uint32_t i = 0; i < n_resident; i++)
+		evict[i] = p->key[i].unit;
 	if (tl->n_slices) {
 		if (++p->gen == 0) {
 			memset(p->seen, 0, (size_t)p->n_units * sizeof(uint32_t));

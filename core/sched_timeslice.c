@@ -1,14 +1,20 @@
-/* The slice-based policies, one dispatcher with three behaviours.
+/* The slice-based policies, one dispatcher with four behaviours.
  *
  * timeslice: contexts take turns in fixed slices, as the GPU's default time
- * slicing does. On a device that can preempt (the simulator: the GPU's
- * instruction-level compute preemption, Pascal and later), a slice that
- * expires while the task has kernels running stops them where they are, and
- * they resume when the task's turn comes again; on one that cannot, the slice
- * ends when that work completes. A task with nothing queued and nothing
- * stopped yields at once (the hardware moves to the next runnable context).
- * Tasks are taken in round-robin order within the highest priority level that
- * has work; with equal priorities that is plain round robin.
+ * slicing does (docs/simulator.md, "Default sharing"): the runlist is served
+ * round robin, blind to any priority the processes may have. On a device
+ * that can preempt (the simulator: the GPU's instruction-level compute
+ * preemption, Pascal and later), a slice that expires while the task has
+ * kernels running stops them where they are, and they resume when the task's
+ * turn comes again; on one that cannot, the slice ends when that work
+ * completes. A task with nothing queued and nothing stopped yields at once
+ * (the hardware moves to the next runnable context); a task that becomes
+ * ready waits for the running slice to end. A task alone renews its slice
+ * without a switch.
+ *
+ * hpf: the same slices, but the next task is taken in round-robin order
+ * within the highest priority level that has work (XSched's highest priority
+ * first at slice granularity): a high-priority task never waits for a turn.
  *
  * timeline: the scheduler the memory planner plans over. Tasks take turns in
  * exactly the order gmx_timeline_order() predicts, so that the planner knows
@@ -32,7 +38,7 @@
  * microseconds (launch think times of the generators and traces: 5-50 us). */
 #define TIMELINE_GRACE_NS 1000000LL
 
-enum variant { V_TIMESLICE, V_TIMELINE, V_EXCLUSIVE };
+enum variant { V_TIMESLICE, V_HPF, V_TIMELINE, V_EXCLUSIVE };
 
 struct gmx_policy {
 	gmx_device_t dev;
@@ -74,6 +80,11 @@ static int ts_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_p
 	return create(p, dev, out, V_TIMESLICE);
 }
 
+static int hpf_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
+{
+	return create(p, dev, out, V_HPF);
+}
+
 static int tl_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
 	return create(p, dev, out, V_TIMELINE);
@@ -108,24 +119,27 @@ static int has_work(const gmx_policy_t *s, uint32_t t)
 	       (s->task[t].queue.length > 0 || (s->task[t].held && s->task[t].inflight > 0));
 }
 
-/* Preempting is what the hardware's time slicing does; the timeline and
- * exclusive variants (gpumux's own schedulers) let kernels finish. */
+/* Preempting is what the hardware's time slicing does (timeslice, and hpf
+ * on the same mechanism); the timeline and exclusive variants (gpumux's own
+ * schedulers) let kernels finish. */
 static int can_preempt(const gmx_policy_t *s)
 {
-	return s->variant == V_TIMESLICE && s->dev.preempt;
+	return (s->variant == V_TIMESLICE || s->variant == V_HPF) && s->dev.preempt;
 }
 
-/* timeslice: the next task after `from` in round robin within the best
- * priority that has queued work; -1 when nobody has work. */
-static int next_round_robin(const gmx_policy_t *s, int from)
+/* The next task after `from` in round robin that has work, -1 when nobody
+ * has; with by_priority, only among the best priority level that has work. */
+static int next_round_robin(const gmx_policy_t *s, int from, int by_priority)
 {
 	int best = -1;
 	for (uint32_t k = 1; k <= s->n_tasks; k++) {
 		uint32_t t = (uint32_t)((from + (int)k + (int)s->n_tasks) % (int)s->n_tasks);
 		if (!has_work(s, t))
 			continue;
-		if (best < 0 || s->task[t].priority < s->task[best].priority)
+		if (best < 0 || (by_priority && s->task[t].priority < s->task[best].priority))
 			best = (int)t;
+		if (!by_priority)
+			break;
 	}
 	return best;
 }
@@ -181,8 +195,9 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 	if (expired || grace_over) {
 		if (a >= 0 && s->task[a].inflight > 0 && !can_preempt(s))
 			return; /* never cut a kernel: switch when it completes */
-		int n = s->variant == V_TIMELINE ? next_on_timeline(s, a)
-						 : next_round_robin(s, a < 0 ? (int)s->n_tasks - 1 : a);
+		int n = s->variant == V_TIMELINE
+			    ? next_on_timeline(s, a)
+			    : next_round_robin(s, a < 0 ? (int)s->n_tasks - 1 : a, s->variant == V_HPF);
 		if (n >= 0 && n != a && a >= 0 && s->task[a].inflight > 0) {
 			s->task[a].held = 1; /* cut its kernels where they are */
 			s->dev.preempt(s->dev.ctx, (uint32_t)a, 1);
@@ -269,8 +284,22 @@ static void ts_on_host_wait(gmx_policy_t *s, uint32_t task)
 
 const gmx_policy_ops_t gmx_sched_timeslice_ops = {
     .name = "timeslice",
-    .summary = "contexts take turns in fixed slices; a slice that expires preempts the running kernel",
+    .summary = "the GPU's default time slicing: round robin between contexts, blind to priority; a slice "
+	       "that expires preempts the running kernel",
     .create = ts_create,
+    .destroy = ts_destroy,
+    .task_add = ts_task_add,
+    .task_done = ts_task_done,
+    .on_launch = ts_on_launch,
+    .on_complete = ts_on_complete,
+    .on_timer = ts_on_timer,
+    .on_host_wait = ts_on_host_wait,
+};
+
+const gmx_policy_ops_t gmx_sched_hpf_ops = {
+    .name = "hpf",
+    .summary = "time slices as timeslice, but round robin within the best priority level that has work",
+    .create = hpf_create,
     .destroy = ts_destroy,
     .task_add = ts_task_add,
     .task_done = ts_task_done,

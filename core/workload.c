@@ -173,7 +173,8 @@ uint64_t gmx_workload_gpu_ns(const gmx_workload_t *w)
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < w->n_ops; i++) {
 		uint8_t k = w->ops[i].kind;
-		if (k == GMX_OP_KERNEL || k == GMX_OP_COPY_H2D || k == GMX_OP_COPY_D2H || k == GMX_OP_MEMSET)
+		if (k == GMX_OP_KERNEL || k == GMX_OP_COPY_H2D || k == GMX_OP_COPY_D2H || k == GMX_OP_MEMSET ||
+		    k == GMX_OP_COPY_D2D)
 			total += w->ops[i].duration_ns;
 	}
 	return total;

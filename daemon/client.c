@@ -40,12 +40,24 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
 
-void gmxd__cut(client_t *c, const char *why)
+void gmxd__owe(client_t *c, int64_t now)
+{
+	if (c->inflight == 0 && c->evicts == 0)
+		c->last_progress = now;
+}
+
+void gmxd__cut_err(client_t *c, int error, const char *why)
 {
 	if (c->cut || c->dead)
 		return;
 	c->cut = 1;
+	c->cut_error = error;
 	snprintf(c->cut_reason, sizeof c->cut_reason, "%s", why);
+}
+
+void gmxd__cut(client_t *c, const char *why)
+{
+	gmxd__cut_err(c, EPROTO, why);
 }
 
 /* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
@@ -115,8 +127,8 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	int64_t now = gmxd__now_ns();
 	d->state = D_GRANTED;
 	c->queued--;
-	if (c->inflight++ == 0)
-		c->last_progress = now;
+	gmxd__owe(c, now);
+	c->inflight++;
 	c->grants++;
 	SRV.total_grants++;
 	c->last_grant_ns = now;
@@ -266,14 +278,14 @@ void gmxd__drop_client(client_t *c, const char *why)
 	gmxd__run_deferred();
 	SRV.in_policy = 0;
 	gmxd__flush_actions();
-	/* A task's profile is saved when the last client of its name leaves (and at shutdown),
-	 * so a daemon that is killed later loses nothing that task taught it. */
+	/* A task's profile is saved when the last client of its name leaves (at most every
+	 * GMXD_SAVE_INTERVAL_NS; and at shutdown), so a daemon that is killed later loses at most
+	 * that much of what that task taught it. */
 	int same_name = 0;
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
 		same_name += SRV.cl[t].used && !SRV.cl[t].dead && strcmp(SRV.cl[t].name, name) == 0;
-	for (int i = 0; i < GMX_MAX_TASKS && !same_name; i++)
-		if (SRV.store[i].used && strcmp(SRV.store[i].name, name) == 0)
-			gmxd__store_save(SRV.store[i].name, &SRV.store[i].prof);
+	if (!same_name)
+		gmxd__store_left(name, gmxd__now_ns());
 	maybe_free_slot(c);
 }
 
@@ -377,11 +389,14 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 			}
 		}
 		int rc = gmxd_mem_alloc(SRV.mem, c->task, e->x, e->y);
-		if (rc == -E2BIG) {
-			protocol_error(c,
-				       "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
-				       (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
-				       (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
+			char why[sizeof c->cut_reason];
+			snprintf(why, sizeof why,
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
+				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+			SRV.protocol_errors++;
+			gmxd__cut_err(c, E2BIG, why);
 			return;
 		}
 		if (rc == -ENOMEM) {

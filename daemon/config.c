@@ -1,6 +1,9 @@
 /* gpumuxd configuration: defaults, bounds and the INI file ([daemon] section, inih). */
 #include "daemon.h"
 
+#include "gpumux/numparse.h"
+#include "gpumux/sched.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
@@ -27,12 +30,10 @@ void gmxd_config_default(gmxd_config_t *c)
 
 static int parse_long(const char *v, long lo, long hi, long *out)
 {
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi)
+	uint64_t x;
+	if (lo < 0 || gmx_parse_uint(v, (uint64_t)lo, (uint64_t)hi, &x))
 		return -EINVAL;
-	*out = x;
+	*out = (long)x;
 	return 0;
 }
 
@@ -127,6 +128,13 @@ static int on_key(void *user, const char *section, const char *name, const char 
 					      : sizeof c->policy;
 		if (n == 0 || n >= cap) {
 			snprintf(x->err, x->err_len, "%s: expected 1 to %zu characters", name, cap - 1);
+			x->rc = -EINVAL;
+			return 0;
+		}
+		if (dst == c->policy && !gmx_sched_find(value)) {
+			char names[128];
+			gmx_sched_names(names, sizeof names);
+			snprintf(x->err, x->err_len, "policy = %s: unknown policy (expected %s)", value, names);
 			x->rc = -EINVAL;
 			return 0;
 		}

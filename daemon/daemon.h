@@ -19,11 +19,11 @@
 
 /* Tunables: default and bounds in one place (config keys in docs/daemon.md). */
 #define GMXD_SLICE_US_DEFAULT 2000
-#define GMXD_SLICE_US_MIN 10
-#define GMXD_SLICE_US_MAX 60000000
+#define GMXD_SLICE_US_MIN (GMX_SLICE_NS_MIN / 1000) /* core's bounds (gpumux/sched.h), in us */
+#define GMXD_SLICE_US_MAX (GMX_SLICE_NS_MAX / 1000)
 #define GMXD_INFLIGHT_DEFAULT 2
-#define GMXD_INFLIGHT_MIN 1
-#define GMXD_INFLIGHT_MAX 1024
+#define GMXD_INFLIGHT_MIN GMX_INFLIGHT_MIN
+#define GMXD_INFLIGHT_MAX GMX_INFLIGHT_MAX
 #define GMXD_MAX_CLIENTS_DEFAULT 32
 #define GMXD_MAX_CLIENTS_MAX (GMX_MAX_TASKS - 1)
 #define GMXD_UNRESPONSIVE_MS_DEFAULT 5000 /* longer than any kernel the operator runs */
@@ -38,6 +38,7 @@
 #define GMXD_ALLOCS_PER_CLIENT 4096
 #define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
 #define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
+#define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 
 /* Connections before their first message (docs/daemon.md, "Connections"). Disallowed peers
  * never wait: they are refused at accept. */

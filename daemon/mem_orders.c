@@ -27,6 +27,7 @@ static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, ui
 	}
 	gmxd__push_down(v, &e);
 	if (!v->cut) {
+		gmxd__owe(v, gmxd__now_ns());
 		v->evicts++;
 		SRV.evicts_outstanding++;
 	}

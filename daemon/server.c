@@ -202,6 +202,7 @@ void gmxd__fini(void)
 	SRV.act_head = SRV.act_tail = NULL;
 	gmxd_mem_destroy(SRV.mem);
 	SRV.mem = NULL;
+	gmxd__store_tick(gmxd__now_ns(), 1);
 	for (int i = 0; i < GMX_MAX_TASKS; i++)
 		if (SRV.store[i].used)
 			gmx_kprof_free(&SRV.store[i].prof);
@@ -233,6 +234,22 @@ void gmxd__sock_event(uint32_t task)
 	}
 }
 
+/* A client being cut off reads why: a REFUSED with the reason, the one message the daemon
+ * sends on a session's socket after WELCOME (E2BIG: over its memory budget, so that it backs
+ * off instead of reconnecting at once). Never waits: a client that does not read loses it. */
+static void tell_cut(const client_t *c)
+{
+	gmx_msg_refused_t r;
+	memset(&r, 0, sizeof r);
+	gmx_msg_init(&r.h, GMX_MSG_REFUSED, sizeof r);
+	r.error = c->cut_error > 0 ? c->cut_error : EPROTO;
+	snprintf(r.reason, sizeof r.reason, "%s", c->cut_reason);
+	if (send(c->fd, &r, sizeof r, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EPIPE &&
+	    errno != ECONNRESET)
+		gmxd_log("client %u: the reason for its cut-off was not delivered: %s", c->id,
+			 strerror(errno));
+}
+
 void gmxd__tick(int64_t now)
 {
 	int64_t limit = SRV.cfg->unresponsive_ms * 1000000LL;
@@ -247,12 +264,14 @@ void gmxd__tick(int64_t now)
 		}
 		if (c->used && !c->dead && c->cut) {
 			SRV.cut_off++;
+			tell_cut(c);
 			char why[sizeof c->cut_reason + 16];
 			snprintf(why, sizeof why, "cut off: %s", c->cut_reason);
 			gmxd__drop_client(c, why);
 		}
 	}
 	gmxd__pending_expire(now);
+	gmxd__store_tick(now, 0);
 }
 
 int gmxd__check(char *err, size_t err_len)

@@ -87,6 +87,7 @@ struct client {
 	uint32_t lat_ns[GMXD_LAT_SAMPLES];
 	uint32_t nlat;
 	char cut_reason[192];
+	int cut_error; /* positive errno told to the client with the reason (EPROTO unless set) */
 };
 
 /* A connection that has not said HELLO or STATUS_REQ yet. */
@@ -135,6 +136,8 @@ typedef struct {
 		gmx_kprof_t prof;
 		int used;
 		uint64_t last_used; /* store_clock when a client last took it */
+		int saved, dirty;   /* written once; learned more since (a save is due) */
+		int64_t saved_at;   /* when it was last written */
 	} store[GMX_MAX_TASKS];
 	uint64_t store_clock;
 	gmx_kprof_t *prof_ptr[GMX_MAX_TASKS];
@@ -216,8 +219,15 @@ void gmxd__dev_set_timer(void *ctx, int64_t at);
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
 
+/* c is about to owe a completion or an eviction's acknowledgement: when it owed nothing, its
+ * liveness clock (unresponsive_ms) starts now, not at its last progress, however old. */
+void gmxd__owe(client_t *c, int64_t now);
+
 /* Marks c to be cut off (closed at the top of the loop) for `why`. */
 void gmxd__cut(client_t *c, const char *why);
+
+/* The same, telling the client `error` (a positive errno: E2BIG for a memory budget). */
+void gmxd__cut_err(client_t *c, int error, const char *why);
 
 /* Pushes e to c's down ring, waking it if it sleeps; a full ring cuts it off. */
 void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e);
@@ -257,6 +267,15 @@ void gmxd__store_load(const char *name, gmx_kprof_t *p);
 /* Writes a snapshot of task `name`'s profile to the store, when it has learned anything:
  * mode 0600, flushed to disk before it replaces the previous file. */
 void gmxd__store_save(const char *name, gmx_kprof_t *p);
+
+/* The last client of task `name` left at `now`: its profile is saved now, or, when it was
+ * saved less than GMXD_SAVE_INTERVAL_NS ago, by gmxd__store_tick once that interval has
+ * passed (clients coming and going cannot make the loop write and flush at their pace). */
+void gmxd__store_left(const char *name, int64_t now);
+
+/* Saves the profiles whose save is due at `now`; with flush_all, every one that learned
+ * anything since its last save (shutdown). */
+void gmxd__store_tick(int64_t now, int flush_all);
 
 /* The profile of task `name` for a new client: the one kept, else loaded from the store (or
  * empty, to be measured) into a free entry or the least recently used one no client holds.

@@ -223,8 +223,10 @@ gmx_kprof_t *gmxd__store_get(const char *name)
 			lru = i;
 	}
 	if (k < 0 && lru >= 0) {
-		/* Every entry is taken: the least recently used one no client holds goes (it was
-		 * saved when its last client left). */
+		/* Every entry is taken: the least recently used one no client holds goes (saved
+		 * first when a save was due). */
+		if (SRV.store[lru].dirty)
+			gmxd__store_save(SRV.store[lru].name, &SRV.store[lru].prof);
 		gmx_kprof_free(&SRV.store[lru].prof);
 		SRV.store[lru].used = 0;
 		k = lru;
@@ -235,9 +237,37 @@ gmx_kprof_t *gmxd__store_get(const char *name)
 		if (gmx_kprof_init(&SRV.store[k].prof, name) != 0)
 			return NULL;
 		SRV.store[k].used = 1;
+		SRV.store[k].saved = SRV.store[k].dirty = 0;
 		snprintf(SRV.store[k].name, sizeof SRV.store[k].name, "%s", name);
 		gmxd__store_load(name, &SRV.store[k].prof); /* else measured as it runs */
 	}
 	SRV.store[k].last_used = ++SRV.store_clock;
 	return &SRV.store[k].prof;
+}
+
+static void store_write(int k, int64_t now)
+{
+	gmxd__store_save(SRV.store[k].name, &SRV.store[k].prof);
+	SRV.store[k].saved = 1;
+	SRV.store[k].saved_at = now;
+	SRV.store[k].dirty = 0;
+}
+
+void gmxd__store_left(const char *name, int64_t now)
+{
+	for (int k = 0; k < GMX_MAX_TASKS; k++)
+		if (SRV.store[k].used && strcmp(SRV.store[k].name, name) == 0) {
+			if (SRV.store[k].saved && now - SRV.store[k].saved_at < GMXD_SAVE_INTERVAL_NS)
+				SRV.store[k].dirty = 1;
+			else
+				store_write(k, now);
+		}
+}
+
+void gmxd__store_tick(int64_t now, int flush_all)
+{
+	for (int k = 0; k < GMX_MAX_TASKS; k++)
+		if (SRV.store[k].used && SRV.store[k].dirty &&
+		    (flush_all || now - SRV.store[k].saved_at >= GMXD_SAVE_INTERVAL_NS))
+			store_write(k, now);
 }

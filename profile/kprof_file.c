@@ -10,6 +10,8 @@
  */
 #include "kprof_file.h"
 
+#include "gpumux/outfile.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -53,30 +55,12 @@ int gmx_profile_print(FILE *f, const gmx_kprof_t *p, uint32_t n)
 
 int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *err, size_t err_len)
 {
-	char tmp[4096];
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-		snprintf(err, err_len, "%s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		int rc = -errno;
-		snprintf(err, err_len, "%s: cannot create: %s", tmp, strerror(errno));
+	gmx_outfile_t o;
+	int rc = gmx_outfile_open(&o, path, err, err_len);
+	if (rc)
 		return rc;
-	}
-	int bad = gmx_profile_print(f, p, n) != 0;
-	if (fclose(f) || bad) {
-		snprintf(err, err_len, "%s: write failed", tmp);
-		unlink(tmp);
-		return -EIO;
-	}
-	if (rename(tmp, path)) {
-		int rc = -errno;
-		snprintf(err, err_len, "%s: cannot rename into place: %s", path, strerror(errno));
-		unlink(tmp);
-		return rc;
-	}
-	return 0;
+	gmx_profile_print(o.f, p, n);
+	return gmx_outfile_commit(&o, err, err_len);
 }
 
 void gmx_profile_free(gmx_kprof_t *p, uint32_t n)

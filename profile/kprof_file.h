@@ -14,7 +14,8 @@
 /* Writes n profiles to f in the file format; 0 or -EIO (a write failed). */
 int gmx_profile_print(FILE *f, const gmx_kprof_t *p, uint32_t n);
 
-/* Writes n profiles to `path` (through a temporary, renamed when complete).
+/* Writes n profiles to `path` as gpumux/outfile.h says (a regular file through a temporary,
+ * renamed when complete; a FIFO, device or link written through).
  * 0 or a negative errno with one line in err. */
 int gmx_profile_write(const char *path, const gmx_kprof_t *p, uint32_t n, char *err, size_t err_len);
 

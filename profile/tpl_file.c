@@ -1,6 +1,8 @@
 /* The working-set templates file: file I/O around core's gmx_tpl_format/parse. */
 #include "tpl_file.h"
 
+#include "gpumux/outfile.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,35 +18,14 @@ int gmx_templates_write(const char *path, const gmx_tpl_set_t *set, char *err, s
 		snprintf(err, err_len, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	char tmp[4096];
-	int rc = 0;
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp)) {
-		snprintf(err, err_len, "%s: path too long", path);
-		free(text);
-		return -ENAMETOOLONG;
+	gmx_outfile_t o;
+	int rc = gmx_outfile_open(&o, path, err, err_len);
+	if (!rc) {
+		fputs(text, o.f);
+		rc = gmx_outfile_commit(&o, err, err_len);
 	}
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot create: %s", tmp, strerror(errno));
-		free(text);
-		return rc;
-	}
-	size_t n = strlen(text);
-	int bad = fwrite(text, 1, n, f) != n;
 	free(text);
-	if (fclose(f) || bad) {
-		snprintf(err, err_len, "%s: write failed", tmp);
-		unlink(tmp);
-		return -EIO;
-	}
-	if (rename(tmp, path)) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot rename into place: %s", path, strerror(errno));
-		unlink(tmp);
-		return rc;
-	}
-	return 0;
+	return rc;
 }
 
 int gmx_templates_read(const char *path, gmx_tpl_set_t *set, char *err, size_t err_len)

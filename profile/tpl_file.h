@@ -8,8 +8,9 @@
 
 #include "gpumux/template.h"
 
-/* Writes set to path (through a temporary, renamed when complete). 0 or a
- * negative errno with one line in err. */
+/* Writes set to path as gpumux/outfile.h says (a regular file through a temporary, renamed
+ * when complete; a FIFO, device or link written through). 0 or a negative errno with one
+ * line in err. */
 int gmx_templates_write(const char *path, const gmx_tpl_set_t *set, char *err, size_t err_len);
 
 /* Reads path into *set (emptied first). 0, or -EINVAL with "FILE: line N:

@@ -39,7 +39,8 @@ typedef struct {
 	size_t bytes;			 /* copies and memsets */
 } gmx_shim_cmd_t;
 
-/* A grant policy: a table of functions, called with the shim's queue lock held. */
+/* A grant policy: a table of functions, called with the shim's queue lock held (but prepare),
+ * so none of them may block. */
 typedef struct gmx_grant_ops {
 	const char *name;
 	/* Nonzero: stream work goes straight to the driver, never queued. */
@@ -54,6 +55,10 @@ typedef struct gmx_grant_ops {
 	void (*completed)(void *self, uint64_t seq);
 	/* A host thread is about to block until the GPU has run its work (may be NULL). */
 	void (*host_wait)(void *self);
+	/* Called before a command is queued, WITHOUT the queue lock (may be NULL): the one place a
+	 * policy may block, and then only the calling thread (the daemon policy starts its
+	 * connection there). */
+	void (*prepare)(void *self);
 } gmx_grant_ops_t;
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */

@@ -72,21 +72,29 @@ const void *gmx_shim_integrity_table(const void *table, const CUuuid *id)
 		return table;
 	pthread_mutex_lock(&g_lock);
 	const void *out = table;
-	size_t bytes;
-	memcpy(&bytes, table, sizeof bytes);
-	size_t slots = bytes / sizeof(void *);
-	if (g_orig == table) {
-		out = g_itable;
-	} else if (g_orig || bytes % sizeof(void *) || slots < 2 || slots > ITABLE_SLOTS_MAX ||
-		   !((void *const *)table)[1]) {
-		gmx_shim_log("kernel-info INTEGRITY_CHECK table of %zu bytes not wrapped", bytes);
+	if (!((void *const *)table)[1]) {
+		gmx_shim_log("kernel-info INTEGRITY_CHECK table without slot 1 not wrapped");
 	} else {
-		memcpy(g_itable, table, bytes);
-		g_orig = table;
-		g_real = (integrity_t)g_itable[1];
-		g_itable[1] = (void *)&answer;
-		out = g_itable;
+		int r = gmx_shim_table_copy(table, &g_orig, g_itable, ITABLE_SLOTS_MAX, "INTEGRITY_CHECK");
+		if (r == 0) {
+			g_real = (integrity_t)g_itable[1];
+			g_itable[1] = (void *)&answer;
+		}
+		if (r >= 0)
+			out = g_itable;
 	}
 	pthread_mutex_unlock(&g_lock);
 	return out;
+}
+
+/* fork (loader.c): the lock is a leaf, taken last before fork and released in both processes;
+ * the table stays valid in the child (the runtime's memory is copied with it). */
+void gmx_shim_integrity_atfork_prepare(void)
+{
+	pthread_mutex_lock(&g_lock);
+}
+
+void gmx_shim_integrity_atfork_release(void)
+{
+	pthread_mutex_unlock(&g_lock);
 }

@@ -87,6 +87,33 @@ static int driver_version(char *out, size_t n)
 	return rc;
 }
 
+/* fork: every lock of the shim is taken in the one order its code nests them (queue, kernel
+ * info, daemon allocations, daemon session, the integrity table), so the child never inherits
+ * one held mid-update; the forking thread releases them again in both processes. */
+static void atfork_prepare(void)
+{
+	gmx_shim_queue_atfork_prepare();
+	gmx_shim_modinfo_atfork_prepare();
+	gmx_dl_atfork_prepare();
+	gmx_shim_integrity_atfork_prepare();
+}
+
+static void atfork_parent(void)
+{
+	gmx_shim_integrity_atfork_release();
+	gmx_dl_atfork_parent();
+	gmx_shim_modinfo_atfork_parent();
+	gmx_shim_queue_atfork_parent();
+}
+
+static void atfork_child(void)
+{
+	gmx_shim_integrity_atfork_release();
+	gmx_dl_atfork_child();
+	gmx_shim_modinfo_atfork_child();
+	gmx_shim_queue_atfork_child();
+}
+
 /* The kernel-identity functions a driver exports but does not offer at its own version
  * (cuGetProcAddress_v2 says SYMBOL_NOT_FOUND) are treated as absent: a driver library may carry
  * entry points its version does not provide (the stand-in playing a 12.2 driver does). */
@@ -150,8 +177,7 @@ static void load_once(void)
 		drop_unoffered();
 	gmx_shim_policy = gmx_grant_from_env();
 	gmx_shim_log("load real=%s policy=%s", g_real ? g_real_path : "(none)", gmx_shim_policy->name);
-	pthread_atfork(gmx_shim_queue_atfork_prepare, gmx_shim_queue_atfork_parent,
-		       gmx_shim_queue_atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	__atomic_store_n(&gmx_shim_loaded, 1, __ATOMIC_RELEASE);
 }
 

@@ -55,14 +55,24 @@ static size_t bucket(const void *h)
 	return (size_t)(x >> 40) & (BUCKETS - 1);
 }
 
-static void atfork_child(void)
+void gmx_shim_modinfo_atfork_prepare(void)
 {
-	/* The parent's driver handles mean nothing here; its images stay allocated (another
-	 * thread of the parent may have held the lock mid-update). */
-	pthread_mutex_init(&g_lock, NULL);
+	pthread_mutex_lock(&g_lock);
+}
+
+void gmx_shim_modinfo_atfork_parent(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* The parent's driver handles mean nothing in the child; its images stay allocated. The
+ * forking thread holds the lock (prepare), so the table is whole and the lock is released. */
+void gmx_shim_modinfo_atfork_child(void)
+{
 	memset(g_tbl, 0, sizeof g_tbl);
 	g_unidentified = g_agree = g_differ = g_absent = 0;
 	g_unidentified_said = 0;
+	pthread_mutex_unlock(&g_lock);
 }
 
 static void init_once(void)
@@ -87,7 +97,6 @@ static void init_once(void)
 			     : driver_knows && g_mode == GMX_KINFO_DRIVER ? "driver"
 									  : "images",
 			     driver_knows ? "has" : "lacks");
-	pthread_atfork(NULL, NULL, atfork_child);
 }
 
 gmx_kinfo_mode_t gmx_shim_kinfo_mode(void)
@@ -442,22 +451,30 @@ const void *gmx_shim_modinfo_cudart_table(void)
 	return t;
 }
 
+int gmx_shim_table_copy(const void *table, const void **orig, void **copy, size_t max_slots, const char *name)
+{
+	if (*orig == table)
+		return 1;
+	size_t bytes;
+	memcpy(&bytes, table, sizeof bytes);
+	size_t slots = bytes / sizeof(void *);
+	if (*orig || bytes % sizeof(void *) || slots < 2 || slots > max_slots) {
+		gmx_shim_log("kernel-info %s table of %zu bytes not wrapped", name, bytes);
+		return -1;
+	}
+	memcpy(copy, table, bytes);
+	*orig = table;
+	return 0;
+}
+
 const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id)
 {
 	if (!table || !id || memcmp(id->bytes, cudart_interface_id, 16) != 0 || !gmx_shim_modinfo_learning())
 		return table;
 	pthread_mutex_lock(&g_lock);
-	const void *out = table;
-	size_t bytes;
-	memcpy(&bytes, table, sizeof bytes);
-	size_t slots = bytes / sizeof(void *);
-	if (g_orig_table == table) {
-		out = g_table;
-	} else if (g_orig_table || bytes % sizeof(void *) || slots < 2 || slots > TABLE_SLOTS_MAX) {
-		gmx_shim_log("kernel-info CUDART_INTERFACE table of %zu bytes not wrapped", bytes);
-	} else {
-		memcpy(g_table, table, bytes);
-		g_orig_table = table;
+	int r = gmx_shim_table_copy(table, &g_orig_table, g_table, TABLE_SLOTS_MAX, "CUDART_INTERFACE");
+	size_t slots = r >= 0 ? *(const size_t *)table / sizeof(void *) : 0;
+	if (r == 0) {
 		if (g_table[1]) {
 			g_load1 = (load1_t)g_table[1];
 			g_table[1] = (void *)&load1;
@@ -470,10 +487,9 @@ const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id)
 			g_load8 = (load8_t)g_table[8];
 			g_table[8] = (void *)&load8;
 		}
-		out = g_table;
 	}
 	pthread_mutex_unlock(&g_lock);
-	return out;
+	return r >= 0 ? (const void *)g_table : table;
 }
 
 /* What could not be identified or checked is reported when the process ends. */

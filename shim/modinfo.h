@@ -65,6 +65,11 @@ int gmx_shim_modinfo_verify(const void *fn, const char *name, size_t n, const si
 /* cuGetExportTable's answer, with the runtime's private module loads (CUDART_INTERFACE slots
  * 1, 6 and 8) wrapped so that the images cudart 11.x loads through them are seen. */
 const void *gmx_shim_modinfo_export_table(const void *table, const CUuuid *id);
+/* Copies the driver's export table `table` (word 0: its size in bytes, at most max_slots
+ * words) into copy, once per process: 1 when copy already holds it, 0 when copied now, -1 (and
+ * a log line naming it) when it cannot be wrapped (another table was, or its size is odd).
+ * *orig remembers the driver's table. Caller holds its own lock. */
+int gmx_shim_table_copy(const void *table, const void **orig, void **copy, size_t max_slots, const char *name);
 /* The CUDART_INTERFACE table handed to the runtime in place of the driver's, or NULL. */
 const void *gmx_shim_modinfo_cudart_table(void);
 /* The INTEGRITY_CHECK table to hand out for the driver's `table` (integrity.c): the

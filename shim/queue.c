@@ -567,6 +567,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 				      !host_deferrable((void *)(uintptr_t)req->dst)))))
 		return GMX_SHIM_DIRECT;
 
+	if (gmx_shim_policy->prepare) /* never under the lock: it may block this thread */
+		gmx_shim_policy->prepare(gmx_shim_policy->self);
 	pthread_mutex_lock(&g.lock);
 	CUstream s = req->kind == GMX_CMD_LAUNCH_EX ? req->cfg->hStream : req->stream;
 	gmx_sq *q = sq_find(s, req->ptsz, 1);
@@ -871,11 +873,13 @@ void gmx_shim_queue_atfork_parent(void)
 	pthread_mutex_unlock(&g.lock);
 }
 
-/* The child has one thread and none of the parent's driver state is usable in it: start over
- * with empty queues (the parent's are left allocated, not freed: they name parent handles). */
+/* The child has one thread (the one that forked, which holds the lock: prepare) and none of
+ * the parent's driver state is usable in it: start over with empty queues (the parent's are
+ * left allocated, not freed: they name parent handles). The lock is released, not initialised
+ * again; the condition variables may still list the parent's other threads as waiters, which
+ * do not exist here, so they alone are initialised afresh. */
 void gmx_shim_queue_atfork_child(void)
 {
-	pthread_mutex_init(&g.lock, NULL);
 	pthread_cond_init(&g.cv_work, NULL);
 	pthread_cond_init(&g.cv_done, NULL);
 	g.queues = NULL;
@@ -889,4 +893,5 @@ void gmx_shim_queue_atfork_child(void)
 	gmx_shim__fn_abandon();
 	tl_last_q = NULL;
 	tl_disp_ctx = NULL;
+	pthread_mutex_unlock(&g.lock);
 }

@@ -70,10 +70,21 @@ CUstream gmx_shim_stream_barrier(CUstream s, int ptsz);
 /* Releases and waits for every queued command of the process before a synchronous call. */
 void gmx_shim_drain_all(void);
 
-/* Queue state: set up at first use, rebuilt in a forked child. */
+/* fork, per module: prepare takes the module's locks, parent releases them, child releases
+ * them and starts the module over. loader.c calls them in the one order the shim nests its
+ * locks (queue, kernel info, daemon link, integrity table), so a child never inherits a lock
+ * held mid-update. */
 void gmx_shim_queue_atfork_prepare(void);
 void gmx_shim_queue_atfork_parent(void);
 void gmx_shim_queue_atfork_child(void);
+void gmx_shim_modinfo_atfork_prepare(void);
+void gmx_shim_modinfo_atfork_parent(void);
+void gmx_shim_modinfo_atfork_child(void);
+void gmx_dl_atfork_prepare(void);
+void gmx_dl_atfork_parent(void);
+void gmx_dl_atfork_child(void);
+void gmx_shim_integrity_atfork_prepare(void);
+void gmx_shim_integrity_atfork_release(void); /* parent and child alike */
 
 /* The grant policy chosen from the environment at load (never NULL after gmx_shim_load). */
 extern const gmx_grant_ops_t *gmx_shim_policy;

@@ -20,6 +20,8 @@
 
 #include "engine_internal.h"
 
+#define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
+
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
     "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo"};
 
@@ -151,6 +153,21 @@ static void dev_preempt(void *ctx, uint32_t task, int hold)
 	try_start(s);
 }
 
+/* Whether the cross-stream waits of x are all met (met ones are dropped). */
+static int waits_met(sim_t *s, scmd_t *x)
+{
+	const stask_t *tk = &s->t[x->c.task];
+	uint32_t k = 0;
+	while (k < x->n_deps) {
+		const slot_t *sl = &tk->slots[x->deps[k].slot];
+		if (sl->issued - sl->outstanding >= x->deps[k].count)
+			x->deps[k] = x->deps[--x->n_deps];
+		else
+			k++;
+	}
+	return x->n_deps == 0;
+}
+
 static int engine_free(const sim_t *s, uint8_t eng, uint32_t task)
 {
 	if (eng == ENG_EXEC)
@@ -170,7 +187,7 @@ static void try_start(sim_t *s)
 				slot_t *sl = &s->t[t].slots[k];
 				scmd_t *x = sl->hw_head;
 				if (!x || sl->busy || (x->engine == ENG_EXEC && s->t[t].held) ||
-				    !engine_free(s, x->engine, t))
+				    !engine_free(s, x->engine, t) || (x->n_deps && !waits_met(s, x)))
 					continue;
 				if (!best || x->c.seq < best->c.seq)
 					best = x;
@@ -456,6 +473,7 @@ static void free_cmd(sim_t *s, scmd_t *x)
 		s->live = x->live_next;
 	if (x->live_next)
 		x->live_next->live_prev = x->live_prev;
+	free(x->deps);
 	free(x);
 }
 
@@ -499,6 +517,57 @@ static void cmd_end(sim_t *s, scmd_t *x)
 
 /* ---- set-up and the loop --------------------------------------------------- */
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Numbers the workload's events densely and sizes the wait matrix; nothing
+ * when it has no RECORD or WAIT. 0 or -ENOMEM. */
+static int build_events(stask_t *tk)
+{
+	const gmx_workload_t *w = tk->w;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		n += w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT;
+	if (!n)
+		return 0;
+	uint32_t *ids = malloc(n * sizeof(*ids));
+	tk->ev_of_op = calloc(w->n_ops, sizeof(*tk->ev_of_op));
+	tk->ev_slot = calloc(n, sizeof(*tk->ev_slot));
+	tk->ev_count = calloc(n, sizeof(*tk->ev_count));
+	tk->need = calloc((size_t)tk->n_slots * tk->n_slots, sizeof(*tk->need));
+	if (!ids || !tk->ev_of_op || !tk->ev_slot || !tk->ev_count || !tk->need) {
+		free(ids);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		if (w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT)
+			ids[n++] = w->ops[k].event;
+	qsort(ids, n, sizeof(*ids), cmp_u32);
+	uint32_t u = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (!u || ids[u - 1] != ids[k])
+			ids[u++] = ids[k];
+	for (uint32_t k = 0; k < w->n_ops; k++) {
+		if (w->ops[k].kind != GMX_OP_RECORD && w->ops[k].kind != GMX_OP_WAIT)
+			continue;
+		uint32_t lo = 0, hi = u; /* ids[lo] == the op's event */
+		while (hi - lo > 1) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (ids[mid] <= w->ops[k].event)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tk->ev_of_op[k] = lo;
+	}
+	free(ids);
+	return 0;
+}
+
 static int build_task(sim_t *s, uint32_t i)
 {
 	stask_t *tk = &s->t[i];
@@ -529,6 +598,9 @@ static int build_task(sim_t *s, uint32_t i)
 		}
 		tk->slots[tk->n_slots++].stream = op->stream;
 	}
+	int rc = build_events(tk);
+	if (rc)
+		return rc;
 	/* Durations were measured on the workload's device; rescale to this one. */
 	tk->scale_mem = tk->scale_compute = 1.0;
 	const gmx_preset_t *ref = tk->w->device ? gmx_preset_find(tk->w->device) : NULL;
@@ -667,11 +739,16 @@ static void destroy(sim_t *s)
 	for (uint32_t i = 0; i < s->n && s->t; i++) {
 		stask_t *tk = &s->t[i];
 		free(tk->slots);
+		free(tk->need);
+		free(tk->ev_of_op);
+		free(tk->ev_slot);
+		free(tk->ev_count);
 		free(tk->arrivals);
 		free(tk->lat);
 	}
 	for (scmd_t *x = s->live, *nx; x; x = nx) {
 		nx = x->live_next;
+		free(x->deps);
 		free(x);
 	}
 	free(s->t);
@@ -752,9 +829,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		gmx_sim__push(&s, warmup, EV_WARMUP, 0, 0);
 	gmx_sim__push(&s, warmup + cfg->duration_ns, EV_STOP, 0, 0);
 	gmx_event_t e;
+	const double span_ns = (double)(warmup + cfg->duration_ns);
 	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
 		s.now = e.time;
 		s.events++;
+		if (cfg->progress && !(s.events & GMX_SIM_PROGRESS_EVERY))
+			cfg->progress(cfg->progress_ctx, (double)s.now / span_ns);
 		scmd_t *x = (scmd_t *)(uintptr_t)e.b;
 		switch (e.kind) {
 		case EV_HOST:
@@ -812,6 +892,77 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	return rc;
 }
 
+struct span {
+	uint32_t buffer;
+	uint64_t lo, hi; /* chunk range within the buffer, inclusive */
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	if (x->buffer != y->buffer)
+		return x->buffer < y->buffer ? -1 : 1;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sets *bytes to the bytes of the distinct 2 MB chunks kernel op touches (what it
+ * needs resident at once). 0 or -ENOMEM. */
+static int kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op, uint64_t *bytes)
+{
+	struct span *s = calloc(op->region_count ? op->region_count : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < op->region_count; i++) {
+		const gmx_region_t *r = &w->regions[op->region_first + i];
+		s[i] = (struct span){r->buffer, r->offset >> 21, (r->offset + (r->length ? r->length : 1) - 1) >> 21};
+	}
+	qsort(s, op->region_count, sizeof(*s), span_cmp);
+	uint64_t chunks = 0;
+	for (uint32_t i = 0; i < op->region_count;) {
+		uint32_t b = s[i].buffer;
+		uint64_t lo = s[i].lo, hi = s[i].hi;
+		for (i++; i < op->region_count && s[i].buffer == b && s[i].lo <= hi + 1; i++)
+			hi = s[i].hi > hi ? s[i].hi : hi;
+		chunks += hi - lo + 1;
+	}
+	free(s);
+	*bytes = chunks << 21;
+	return 0;
+}
+
+/* The one rule for a kernel that needs more memory than the device holds: every
+ * memory mode but inmem refuses the scenario before it runs (none can model a
+ * kernel that evicts its own pages). 0, -E2BIG with the task and kernel named,
+ * or -ENOMEM. */
+static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_len)
+{
+	if (cfg->mem == GMX_MEM_INMEM)
+		return 0;
+	for (uint32_t t = 0; t < cfg->n_tasks; t++) {
+		const gmx_workload_t *w = cfg->tasks[t].workload;
+		for (uint32_t i = 0; i < w->n_ops; i++) {
+			const gmx_op_t *op = &w->ops[i];
+			if (op->kind != GMX_OP_KERNEL || !op->region_count)
+				continue;
+			uint64_t need = 0;
+			if (kernel_chunk_bytes(w, op, &need)) {
+				snprintf(err, err_len, "out of memory checking the kernels' sizes");
+				return -ENOMEM;
+			}
+			if (need <= cfg->capacity_bytes)
+				continue;
+			snprintf(err, err_len,
+				 "task %s: kernel %s (op %u) touches %.2f GiB (in 2 MiB chunks), more than the %.2f GiB "
+				 "of device memory: --mem %s cannot run it (only inmem can; give the device more memory "
+				 "or the task a smaller size)",
+				 cfg->tasks[t].name ? cfg->tasks[t].name : "?", w->names[op->name], i, need / GMX_GIB,
+				 cfg->capacity_bytes / GMX_GIB, gmx_mem_mode_name(cfg->mem));
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
 int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
 {
 	memset(res, 0, sizeof(*res));
@@ -825,10 +976,13 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 		return -EINVAL;
 	}
 	if (footprint > cfg->device->host_bytes) {
-		snprintf(err, err_len, "the tasks' memory (%.1f GB) exceeds the host memory of %s (%.1f GB)",
-			 footprint / 1e9, cfg->device->name, cfg->device->host_bytes / 1e9);
+		snprintf(err, err_len, "the tasks' memory (%.1f GiB) exceeds the host memory of %s (%.1f GiB)",
+			 footprint / GMX_GIB, cfg->device->name, cfg->device->host_bytes / GMX_GIB);
 		return -E2BIG;
 	}
+	int rc = check_kernels_fit(cfg, err, err_len);
+	if (rc)
+		return rc;
 	if (strcmp(cfg->policy->name, "exclusive") != 0)
 		return run_one(cfg, res, err, err_len);
 	/* Each task alone, one after another: one run per task, times added up. */
@@ -839,7 +993,7 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 		one.n_tasks = 1;
 		gmx_sim_result_t r;
 		memset(&r, 0, sizeof(r));
-		int rc = run_one(&one, &r, err, err_len);
+		rc = run_one(&one, &r, err, err_len);
 		if (rc)
 			return rc;
 		res->tasks[i] = r.tasks[0];

@@ -13,7 +13,7 @@
 #include "um.h"
 
 enum { EV_HOST, EV_ARRIVAL, EV_START, EV_FAULT, EV_RESUME, EV_END, EV_TIMER, EV_WARMUP, EV_STOP };
-enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_COUNT };
+enum { ENG_EXEC, ENG_H2D, ENG_D2H, ENG_D2D, ENG_COUNT };
 enum { HOST_RUNNING, HOST_BLOCKED, HOST_IDLE, HOST_DONE };
 
 typedef struct scmd {
@@ -40,6 +40,13 @@ typedef struct scmd {
 	uint8_t pend_kind, held, began;
 	int64_t pend_at;
 	int64_t seg_start, active_ns; /* time on the execution engine, preempted stretches excluded */
+	/* Cross-stream waits (GMX_OP_WAIT) it must honour: it starts only once
+	 * slot deps[i].slot has completed deps[i].count commands. */
+	struct scmd_dep {
+		uint32_t slot;
+		uint64_t count;
+	} *deps;
+	uint32_t n_deps;
 } scmd_t;
 
 typedef struct slot {
@@ -47,6 +54,7 @@ typedef struct slot {
 	scmd_t *hw_head, *hw_tail; /* submitted, not started */
 	scmd_t *busy;
 	uint32_t outstanding; /* launched, not completed */
+	uint64_t issued;      /* commands ever issued on it; completed = issued - outstanding */
 	int64_t last_end;
 } slot_t;
 
@@ -76,6 +84,13 @@ typedef struct stask {
 	uint64_t exec_unit;
 	uint32_t exec_op;
 	int held;			/* preempted: its kernels wait for its next turn */
+	/* Events (GMX_OP_RECORD/WAIT), numbered densely: ev_of_op maps an op to its
+	 * event; an event's latest record is (ev_slot, ev_count), ev_count 0 = none. */
+	uint32_t *ev_of_op, *ev_slot;
+	uint64_t *ev_count;
+	/* need[j * n_slots + k]: commands slot k must complete before the next
+	 * command issued on slot j may start (waits not yet attached to one). */
+	uint64_t *need;
 	int64_t gpu_ns, stall_ns;	/* on the execution engine; of it, waiting for faults */
 	uint64_t faults, fault_entries; /* batches its kernels raised, pages in them */
 } stask_t;

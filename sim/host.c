@@ -113,6 +113,13 @@ int64_t gmx_sim__op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *
 		if (!op->duration_ns)
 			d = (double)op->bytes / s->dev->link_serial_gbps;
 		break;
+	case GMX_OP_COPY_D2D: /* read and write the bytes at memory bandwidth */
+		if (!op->duration_ns) {
+			d = 2.0 * (double)op->bytes / s->dev->hbm_gbps;
+			break;
+		}
+		d *= tk->scale_mem;
+		break;
 	case GMX_OP_KERNEL:
 	case GMX_OP_MEMSET:
 		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
@@ -123,6 +130,50 @@ int64_t gmx_sim__op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *
 		return 0;
 	}
 	return (int64_t)llround(d);
+}
+
+/* Gives x the cross-stream waits issued on its stream since the stream's
+ * previous command, those not yet met; later commands of the stream wait
+ * behind x. 0 or -ENOMEM (the run stops). */
+static int attach_waits(sim_t *s, stask_t *tk, scmd_t *x)
+{
+	if (!tk->need)
+		return 0;
+	uint64_t *row = tk->need + (size_t)x->slot * tk->n_slots;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < tk->n_slots; k++)
+		if (row[k] && row[k] > tk->slots[k].issued - tk->slots[k].outstanding)
+			n++;
+	if (n) {
+		x->deps = malloc(n * sizeof(*x->deps));
+		if (!x->deps) {
+			gmx_sim__fail(s, -ENOMEM, "out of memory for stream waits");
+			return -ENOMEM;
+		}
+		for (uint32_t k = 0; k < tk->n_slots; k++)
+			if (row[k] && row[k] > tk->slots[k].issued - tk->slots[k].outstanding)
+				x->deps[x->n_deps++] = (struct scmd_dep){k, row[k]};
+	}
+	memset(row, 0, tk->n_slots * sizeof(*row));
+	return 0;
+}
+
+/* cudaEventRecord / cudaStreamWaitEvent: the host does not block. A record
+ * notes how many commands its stream has issued; a wait makes the stream's
+ * next command wait for that many of the recording stream's to complete. */
+static void event_op(stask_t *tk, const gmx_op_t *op, uint32_t pc)
+{
+	uint32_t e = tk->ev_of_op[pc], j = slot_of(tk, op->stream);
+	if (op->kind == GMX_OP_RECORD) {
+		tk->ev_slot[e] = j;
+		tk->ev_count[e] = tk->slots[j].issued + 1; /* +1: 0 means never recorded */
+		return;
+	}
+	if (!tk->ev_count[e] || tk->ev_slot[e] == j)
+		return; /* never recorded, or the stream's own order already covers it */
+	uint64_t *need = &tk->need[(size_t)j * tk->n_slots + tk->ev_slot[e]];
+	if (tk->ev_count[e] - 1 > *need)
+		*need = tk->ev_count[e] - 1;
 }
 
 static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
@@ -149,11 +200,17 @@ static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
 	x->slot = slot_of(tk, op->stream);
 	x->op_index = tk->pc;
 	x->unit = tk->unit;
-	x->engine = op->kind == GMX_OP_COPY_H2D ? ENG_H2D : op->kind == GMX_OP_COPY_D2H ? ENG_D2H : ENG_EXEC;
+	x->engine = op->kind == GMX_OP_COPY_H2D	  ? ENG_H2D
+		    : op->kind == GMX_OP_COPY_D2H ? ENG_D2H
+		    : op->kind == GMX_OP_COPY_D2D ? ENG_D2D
+						  : ENG_EXEC;
 	x->dur = gmx_sim__op_duration(s, tk, op);
 	x->c.predicted_ns = x->dur;
+	if (attach_waits(s, tk, x))
+		return;
 	tk->outstanding++;
 	tk->slots[x->slot].outstanding++;
+	tk->slots[x->slot].issued++;
 	s->cfg->policy->on_launch(s->policy, &x->c);
 }
 
@@ -169,8 +226,13 @@ void gmx_sim__host_run(sim_t *s, uint32_t t)
 		case GMX_OP_KERNEL:
 		case GMX_OP_COPY_H2D:
 		case GMX_OP_COPY_D2H:
+		case GMX_OP_COPY_D2D:
 		case GMX_OP_MEMSET:
 			issue_gpu_op(s, t, op);
+			break;
+		case GMX_OP_RECORD:
+		case GMX_OP_WAIT:
+			event_op(tk, op, tk->pc);
 			break;
 		case GMX_OP_SYNC:
 			tk->wait_stream = op->stream;

@@ -170,8 +170,8 @@ void gmx_preset_describe(FILE *out)
 		"link serial/in/out", "description");
 	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++) {
 		const gmx_preset_t *p = &presets[i];
-		fprintf(out, "%-8s %6.1fGB %6.0fGB/s %5.1fTF %5u %7.2f/%.2f/%.2f GB/s  %s\n", p->name,
-			p->hbm_bytes / 1e9, p->hbm_gbps, p->fp32_tflops, p->sms, p->link_serial_gbps,
+		fprintf(out, "%-8s %5.1fGiB %6.0fGB/s %5.1fTF %5u %7.2f/%.2f/%.2f GB/s  %s\n", p->name,
+			p->hbm_bytes / 1073741824.0, p->hbm_gbps, p->fp32_tflops, p->sms, p->link_serial_gbps,
 			p->link_in_gbps, p->link_out_gbps, p->description);
 	}
 }

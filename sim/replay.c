@@ -73,6 +73,10 @@ int gmx_replay_compare(const char *path, gmx_replay_result_t *r, char *err, size
 		dev = gmx_preset_find("rtx5080");
 	snprintf(r->device, sizeof(r->device), "%s", dev->name);
 	r->kernels = st.kernels;
+	for (uint32_t i = 0; i < w.n_ops; i++) {
+		r->waits += w.ops[i].kind == GMX_OP_WAIT;
+		r->d2d += w.ops[i].kind == GMX_OP_COPY_D2D;
+	}
 	r->recorded_span_s = st.span_s;
 	memcpy(r->recorded_gap_us, st.gap_us, sizeof(r->recorded_gap_us));
 	gmx_sim_task_t task = {.name = "trace", .units = 1, .workload = &w};

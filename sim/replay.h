@@ -9,6 +9,7 @@
 typedef struct gmx_replay_result {
 	char device[32];
 	uint64_t kernels;
+	uint64_t waits, d2d; /* cross-stream waits (described or inferred) and device-to-device copies replayed */
 	double recorded_span_s, replay_span_s;
 	double recorded_gap_us[3], replay_gap_us[3]; /* same-stream gaps p50, p90, p99 */
 } gmx_replay_result_t;

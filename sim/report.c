@@ -11,7 +11,7 @@ static json_t *num_or_null(double v, int applies)
 	return applies ? json_real(v) : json_null();
 }
 
-int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+json_t *gmx_report_object(const gmx_run_info_t *info, const gmx_sim_result_t *r)
 {
 	json_t *root = json_object();
 	json_t *tasks = json_array();
@@ -20,7 +20,7 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		json_decref(root);
 		json_decref(tasks);
 		json_decref(mem);
-		return -ENOMEM;
+		return NULL;
 	}
 	json_object_set_new(root, "scenario", json_string(info->scenario));
 	json_object_set_new(root, "sched", json_string(info->sched));
@@ -92,11 +92,23 @@ int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_
 		}
 		json_object_set_new(root, "msched", ms);
 	}
+	return root;
+}
+
+int gmx_report_print(FILE *out, json_t *root)
+{
+	if (!root)
+		return -ENOMEM;
 	int rc = json_dumpf(root, out, JSON_REAL_PRECISION(9) | JSON_PRESERVE_ORDER | JSON_COMPACT);
 	json_decref(root);
 	if (rc || fputc('\n', out) == EOF)
 		return -EIO;
 	return 0;
+}
+
+int gmx_report_json(FILE *out, const gmx_run_info_t *info, const gmx_sim_result_t *r)
+{
+	return gmx_report_print(out, gmx_report_object(info, r));
 }
 
 static void fmt_lat(char *buf, size_t len, double s)
@@ -129,10 +141,10 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 		fprintf(out, "  %-16s %4d %9llu %12.3f %10s %10s %10s\n", t->name, t->priority,
 			(unsigned long long)t->units, t->throughput_per_s, a, b, c);
 	}
-	fprintf(out, "  memory: footprint %.2f GB on %.2f GB", r->footprint_bytes / 1e9,
-		r->capacity_bytes / 1e9);
+	fprintf(out, "  memory: footprint %.2f GiB on %.2f GiB", r->footprint_bytes / GMX_GIB,
+		r->capacity_bytes / GMX_GIB);
 	if (strcmp(info->mem, "inmem") != 0)
-		fprintf(out, "; moved in %.2f GB, out %.2f GB", r->h2d_bytes / 1e9, r->d2h_bytes / 1e9);
+		fprintf(out, "; moved in %.2f GiB, out %.2f GiB", r->h2d_bytes / GMX_GIB, r->d2h_bytes / GMX_GIB);
 	if (r->msched.valid)
 		fprintf(out, "; prediction FN %.3f%% FP %.3f%%; %llu switches", r->msched.false_negative_pct,
 			r->msched.false_positive_pct, (unsigned long long)r->msched.switches);

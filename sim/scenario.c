@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gpumux/gen.h"
+#include "gpumux/numparse.h"
 #include "gpumux/workload_io.h"
 #include "msched.h"
 #include "profile.h"
@@ -35,6 +37,8 @@ typedef struct task_spec {
 	double rate;
 	double latency_target_ms;
 	char *arrivals_path;
+	int arrivals_line;
+	int count_line;
 	gmx_param_t params[SCENARIO_MAX_PARAMS];
 	int param_line[SCENARIO_MAX_PARAMS];
 	size_t n_params;
@@ -43,7 +47,9 @@ typedef struct task_spec {
 typedef struct parse_state {
 	gmx_scenario_t *sc;
 	const char *path;
+	FILE *file;
 	int line;
+	task_spec_t *task; /* the [task NAME] section being read; NULL in any other */
 	char *err;
 	size_t err_len;
 	int failed;
@@ -53,15 +59,6 @@ typedef struct parse_state {
 	double mem_slice_ms; /* msched* and ideal */
 	int64_t inflight;
 } parse_state_t;
-
-static char *reader(char *str, int num, void *stream)
-{
-	void **ctx = stream;
-	char *r = fgets(str, num, ctx[0]);
-	if (r)
-		(*(int *)ctx[1])++;
-	return r;
-}
 
 static int bad(parse_state_t *st, const char *fmt, const char *a, const char *b)
 {
@@ -76,26 +73,12 @@ static int bad(parse_state_t *st, const char *fmt, const char *a, const char *b)
 
 static int parse_double(const char *v, double lo, double hi, double *out)
 {
-	char *end;
-	errno = 0;
-	double d = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi)
-		return -1;
-	*out = d;
-	return 0;
+	return gmx_parse_real(v, lo, hi, out);
 }
 
 static int parse_u64(const char *v, uint64_t hi, uint64_t *out)
 {
-	char *end;
-	if (*v == '-')
-		return -1;
-	errno = 0;
-	unsigned long long x = strtoull(v, &end, 10);
-	if (errno || end == v || *end || x > hi)
-		return -1;
-	*out = x;
-	return 0;
+	return gmx_parse_uint(v, 0, hi, out);
 }
 
 static int set_str(char **field, const char *v)
@@ -123,27 +106,39 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 		}
 		return 1;
 	}
-	if (!strcmp(name, "sched"))
-		return set_str(&sc->sched, value) ? 0 : 1;
-	if (!strcmp(name, "mem"))
-		return set_str(&sc->mem, value) ? 0 : 1;
-	if (!strcmp(name, "slice_ms")) {
-		if (parse_double(value, 0.001, 60000, &st->slice_ms))
-			return bad(st, "slice_ms '%s' is not a number of milliseconds in [0.001, 60000]%s", value, "");
+	if (!strcmp(name, "sched")) {
+		if (!gmx_sched_find(value)) {
+			char names[128];
+			gmx_sched_names(names, sizeof(names));
+			return bad(st, "unknown scheduler '%s' (expected %s)", value, names);
+		}
+		return set_str(&sc->sched, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	}
+	if (!strcmp(name, "mem")) {
+		if (gmx_mem_mode_parse(value) < 0)
+			return bad(st, "unknown memory mode '%s' (expected %s)", value, GMX_MEM_MODE_NAMES);
+		return set_str(&sc->mem, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	}
+	if (!strcmp(name, "mem_slice_ms") && !strcmp(value, "auto")) {
+		st->mem_slice_ms = 0;
 		return 1;
 	}
-	if (!strcmp(name, "mem_slice_ms")) {
-		if (!strcmp(value, "auto")) {
-			st->mem_slice_ms = 0;
-			return 1;
-		}
-		if (parse_double(value, 0.01, 60000, &st->mem_slice_ms))
-			return bad(st, "mem_slice_ms '%s' is not a number of milliseconds in [0.01, 60000]%s", value, "");
+	if (!strcmp(name, "slice_ms") || !strcmp(name, "mem_slice_ms")) {
+		char what[160];
+		snprintf(what, sizeof(what), "%s '%%s' is not a number of milliseconds in [%g, %g]%%s", name,
+			 GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX);
+		if (parse_double(value, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX,
+				 name[0] == 's' ? &st->slice_ms : &st->mem_slice_ms))
+			return bad(st, what, value, "");
 		return 1;
 	}
 	if (!strcmp(name, "inflight")) {
-		if (parse_u64(value, 1024, &u) || u == 0)
-			return bad(st, "inflight '%s' is not an integer in [1, 1024]%s", value, "");
+		if (gmx_parse_uint(value, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX, &u)) {
+			char what[96];
+			snprintf(what, sizeof(what), "inflight '%%s' is not an integer in [%u, %u]%%s", GMX_INFLIGHT_MIN,
+				 GMX_INFLIGHT_MAX);
+			return bad(st, what, value, "");
+		}
 		st->inflight = (int64_t)u;
 		return 1;
 	}
@@ -165,7 +160,7 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 	}
 	if (!strcmp(name, "capacity_gb")) {
 		if (parse_double(value, 0.002, 1e6, &st->capacity_gb))
-			return bad(st, "capacity_gb '%s' is not a positive number of GB%s", value, "");
+			return bad(st, "capacity_gb '%s' is not a positive number of GiB%s", value, "");
 		return 1;
 	}
 	if (!strcmp(name, "description"))
@@ -175,42 +170,74 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 		   name, "");
 }
 
-static task_spec_t *spec_for(parse_state_t *st, const char *section)
+/* A [task NAME] header at the parser's current line: a new task, refused when NAME is empty
+ * or already used (with the lines of both). */
+static void task_section(parse_state_t *st, const char *name)
 {
-	const char *name = section + 5;
-	while (*name == ' ')
+	while (*name == ' ' || *name == '\t')
 		name++;
-	if (st->n_specs && !strcmp(st->specs[st->n_specs - 1].name, name))
-		return &st->specs[st->n_specs - 1];
-	for (uint32_t i = 0; i < st->n_specs; i++)
-		if (!strcmp(st->specs[i].name, name)) {
-			bad(st, "task '%s' is defined twice%s", name, "");
-			return NULL;
-		}
+	st->task = NULL;
 	if (!*name) {
 		bad(st, "a task section needs a name: [task NAME]%s%s", "", "");
-		return NULL;
+		return;
 	}
+	for (uint32_t i = 0; i < st->n_specs; i++)
+		if (!strcmp(st->specs[i].name, name)) {
+			snprintf(st->err, st->err_len, "%s:%d: [task %s] is defined twice (first at %s:%d)", st->path,
+				 st->line, name, st->path, st->specs[i].line);
+			st->failed = 1;
+			return;
+		}
 	if (st->n_specs == st->cap_specs) {
 		uint32_t ncap = st->cap_specs ? st->cap_specs * 2 : 8;
 		task_spec_t *p = realloc(st->specs, ncap * sizeof(*p));
 		if (!p) {
 			bad(st, "out of memory%s%s", "", "");
-			return NULL;
+			return;
 		}
 		st->specs = p;
 		st->cap_specs = ncap;
 	}
-	task_spec_t *t = &st->specs[st->n_specs++];
+	task_spec_t *t = &st->specs[st->n_specs];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);
 	t->line = st->line;
 	t->count = 1;
 	if (!t->name) {
 		bad(st, "out of memory%s%s", "", "");
+		return;
+	}
+	st->n_specs++;
+	st->task = t;
+}
+
+/* Line source for inih: counts lines, and notes each section header as it goes by (inih
+ * reports keys, not headers, so two [task a] sections would otherwise read as one). */
+static char *reader(char *str, int num, void *stream)
+{
+	parse_state_t *st = stream;
+	if (st->failed || !fgets(str, num, st->file))
+		return NULL;
+	st->line++;
+	size_t n = strlen(str);
+	if (n && str[n - 1] != '\n' && !feof(st->file)) {
+		char what[64];
+		snprintf(what, sizeof(what), "%d", num - 2);
+		bad(st, "line longer than %s characters%s", what, "");
 		return NULL;
 	}
-	return t;
+	const char *p = str;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	const char *close = *p == '[' ? strchr(p, ']') : NULL;
+	if (close) {
+		char section[256];
+		snprintf(section, sizeof(section), "%.*s", (int)(close - p - 1), p + 1);
+		st->task = NULL;
+		if (!strncmp(section, "task", 4) && (section[4] == ' ' || section[4] == '\t' || !section[4]))
+			task_section(st, section + 4);
+	}
+	return st->failed ? NULL : str;
 }
 
 static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const char *value)
@@ -232,8 +259,9 @@ static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const c
 		return 1;
 	}
 	if (!strcmp(name, "count")) {
-		if (parse_u64(value, SCENARIO_MAX_COUNT, &t->count) || t->count == 0)
+		if (gmx_parse_uint(value, 1, SCENARIO_MAX_COUNT, &t->count))
 			return bad(st, "count '%s' is not an integer in [1, 64]%s", value, "");
+		t->count_line = st->line;
 		return 1;
 	}
 	if (!strcmp(name, "arrival")) {
@@ -247,8 +275,10 @@ static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const c
 			return bad(st, "rate '%s' is not a positive number of requests per second%s", value, "");
 		return 1;
 	}
-	if (!strcmp(name, "arrivals"))
-		return set_str(&t->arrivals_path, value) ? 0 : 1;
+	if (!strcmp(name, "arrivals")) {
+		t->arrivals_line = st->line;
+		return set_str(&t->arrivals_path, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	}
 	if (!strcmp(name, "latency_target_ms")) {
 		if (parse_double(value, 0.01, 3600000, &t->latency_target_ms))
 			return bad(st, "latency_target_ms '%s' is not a number of milliseconds in [0.01, 3600000]%s",
@@ -277,10 +307,8 @@ static int handler(void *user, const char *section, const char *name, const char
 		return 0;
 	if (!strcmp(section, "scenario"))
 		return scenario_key(st, name, value);
-	if (!strncmp(section, "task", 4) && (section[4] == ' ' || section[4] == 0)) {
-		task_spec_t *t = spec_for(st, section);
-		return t ? task_key(st, t, name, value) : 0;
-	}
+	if (st->task)
+		return task_key(st, st->task, name, value);
 	return bad(st, "unknown section [%s] (expected [scenario] or [task NAME])%s", section, "");
 }
 
@@ -311,7 +339,11 @@ static int load_gaps(const char *path, gmx_sim_task_t *t, char *err, size_t err_
 	json_error_t je;
 	json_t *root = json_load_file(path, 0, &je);
 	if (!root) {
-		snprintf(err, err_len, "%s: arrivals file %s:%d:%d: %s", where, path, je.line, je.column, je.text);
+		if (je.line < 1) /* not opened or not read: jansson's text says why */
+			snprintf(err, err_len, "%s: arrivals file: %s", where, je.text);
+		else
+			snprintf(err, err_len, "%s: arrivals file %s:%d:%d: %s", where, path, je.line, je.column,
+				 je.text);
 		return -EINVAL;
 	}
 	if (!json_is_array(root) || json_array_size(root) == 0) {
@@ -351,7 +383,6 @@ static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w
 	const char *file = NULL;
 	for (size_t k = 0; k < t->n_params; k++) {
 		const char *key = t->params[k].key, *v = t->params[k].value;
-		char *end;
 		if (!strcmp(key, "file")) {
 			file = v;
 		} else if (!strcmp(key, "format")) {
@@ -361,8 +392,8 @@ static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w
 				return -EINVAL;
 			}
 		} else if (!strcmp(key, "tokens")) {
-			unsigned long x = strtoul(v, &end, 10);
-			if (*v == '-' || *end || x == 0 || x > 1000000) {
+			uint64_t x;
+			if (gmx_parse_uint(v, 1, 1000000, &x)) {
 				snprintf(msg, len, "trace: tokens '%s' is not an integer in [1, 1000000]", v);
 				return -EINVAL;
 			}
@@ -379,26 +410,72 @@ static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w
 		return -EINVAL;
 	}
 	char p[PATH_MAX];
-	if (resolve(dir, file, p, sizeof(p)))
-		return -ENAMETOOLONG;
+	if (resolve(dir, file, p, sizeof(p))) {
+		snprintf(msg, len, "trace: file = %.64s...: the path is too long", file);
+		return -EINVAL;
+	}
 	return gmx_trace_import(p, &opts, w, NULL, msg, len);
+}
+
+/* The name of replica c of spec t: NAME, or NAMEc when count > 1. */
+static void replica_name(const task_spec_t *t, uint64_t c, char *out, size_t len)
+{
+	if (t->count > 1)
+		snprintf(out, len, "%s%llu", t->name, (unsigned long long)c);
+	else
+		snprintf(out, len, "%s", t->name);
+}
+
+/* The line that makes spec t's task names: its count = N line, else its section. */
+static int names_line(const task_spec_t *t)
+{
+	return t->count > 1 && t->count_line ? t->count_line : t->line;
+}
+
+/* Refuses two tasks of one name: [task a0] beside [task a] count = 2 (a0, a1). */
+static int check_names(parse_state_t *st, char *err, size_t err_len)
+{
+	for (uint32_t i = 0; i < st->n_specs; i++)
+		for (uint64_t c = 0; c < st->specs[i].count; c++) {
+			char a[256];
+			replica_name(&st->specs[i], c, a, sizeof(a));
+			for (uint32_t j = 0; j < i; j++)
+				for (uint64_t d = 0; d < st->specs[j].count; d++) {
+					char b[256];
+					replica_name(&st->specs[j], d, b, sizeof(b));
+					if (strcmp(a, b))
+						continue;
+					const task_spec_t *x = &st->specs[i], *y = &st->specs[j];
+					snprintf(err, err_len, "%s:%d: [task %s]%s names a task '%s' that [task %s]%s at %s:%d "
+						 "names too: task names must differ", st->path, names_line(x), x->name,
+						 x->count > 1 ? " with count" : "", a, y->name, y->count > 1 ? " with count" : "",
+						 st->path, names_line(y));
+					return -EINVAL;
+				}
+		}
+	return 0;
 }
 
 static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err_len)
 {
 	gmx_scenario_t *sc = st->sc;
 	uint64_t total = 0;
-	for (uint32_t i = 0; i < st->n_specs; i++)
+	for (uint32_t i = 0; i < st->n_specs; i++) {
 		total += st->specs[i].count;
+		if (total > GMX_MAX_TASKS) {
+			snprintf(err, err_len, "%s:%d: [task %s] brings the scenario to %llu tasks; at most %d are supported",
+				 st->path, names_line(&st->specs[i]), st->specs[i].name, (unsigned long long)total,
+				 GMX_MAX_TASKS);
+			return -EINVAL;
+		}
+	}
 	if (total == 0) {
 		snprintf(err, err_len, "%s: no [task NAME] section: a scenario needs at least one task", st->path);
 		return -EINVAL;
 	}
-	if (total > GMX_MAX_TASKS) {
-		snprintf(err, err_len, "%s: %llu tasks; at most %d are supported", st->path,
-			 (unsigned long long)total, GMX_MAX_TASKS);
-		return -EINVAL;
-	}
+	int rc = check_names(st, err, err_len);
+	if (rc)
+		return rc;
 	sc->tasks = calloc(total, sizeof(*sc->tasks));
 	if (!sc->tasks)
 		return -ENOMEM;
@@ -437,10 +514,14 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 			*out = proto;
 			/* Each replica owns its copy of the arrival list. */
 			if (proto.arrival == GMX_ARRIVAL_TRACE && c == 0) {
-				char p[PATH_MAX];
-				if (resolve(dir, t->arrivals_path, p, sizeof(p)))
-					return -ENAMETOOLONG;
-				int rc = load_gaps(p, out, err, err_len, where);
+				char p[PATH_MAX], at[PATH_MAX + 16];
+				if (resolve(dir, t->arrivals_path, p, sizeof(p))) {
+					snprintf(err, err_len, "%s:%d: task '%s': arrivals: the path is too long", st->path,
+						 t->arrivals_line, t->name);
+					return -EINVAL;
+				}
+				snprintf(at, sizeof(at), "%s:%d: task '%s'", st->path, t->arrivals_line, t->name);
+				rc = load_gaps(p, out, err, err_len, at);
 				if (rc)
 					return rc;
 			} else if (proto.arrival == GMX_ARRIVAL_TRACE) {
@@ -451,23 +532,22 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 				out->n_gaps = first->n_gaps;
 			}
 			char nm[256];
-			if (t->count > 1)
-				snprintf(nm, sizeof(nm), "%s%llu", t->name, (unsigned long long)c);
-			else
-				snprintf(nm, sizeof(nm), "%s", t->name);
+			replica_name(t, c, nm, sizeof(nm));
 			out->name = strdup(nm);
 			out->workload = calloc(1, sizeof(gmx_workload_t));
 			sc->n_tasks++;
 			if (!out->name || !out->workload)
 				return -ENOMEM;
-			int rc;
 			char msg[512];
 			const char *wl = t->workload;
 			size_t len = strlen(wl);
 			if (strchr(wl, '/') || (len > 5 && !strcmp(wl + len - 5, ".gmxw"))) {
 				char p[PATH_MAX];
-				if (resolve(dir, wl, p, sizeof(p)))
-					return -ENAMETOOLONG;
+				if (resolve(dir, wl, p, sizeof(p))) {
+					snprintf(err, err_len, "%s:%d: task '%s': workload: the path is too long", st->path,
+						 t->workload_line, t->name);
+					return -EINVAL;
+				}
 				if (t->n_params) {
 					snprintf(err, err_len, "%s:%d: unknown key '%s' for task '%s' (a workload file takes "
 						 "no parameters)", st->path, t->param_line[0], t->params[0].key, t->name);
@@ -511,14 +591,20 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 	memset(sc, 0, sizeof(*sc));
 	FILE *f = fopen(path, "r");
 	if (!f) {
-		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-		return -errno;
+		int e = errno;
+		snprintf(err, err_len, "%s: cannot open: %s", path, strerror(e));
+		return -e;
 	}
-	parse_state_t st = {.sc = sc, .path = path, .err = err, .err_len = err_len, .duration_s = -1,
+	struct stat fst;
+	if (fstat(fileno(f), &fst) == 0 && S_ISDIR(fst.st_mode)) {
+		fclose(f);
+		snprintf(err, err_len, "%s: is a directory, not a scenario file (scenarios are .ini files)", path);
+		return -EISDIR;
+	}
+	parse_state_t st = {.sc = sc, .path = path, .file = f, .err = err, .err_len = err_len, .duration_s = -1,
 			    .slice_ms = -1, .mem_slice_ms = -1, .capacity_gb = -1, .inflight = -1};
 	sc->seed = SCENARIO_SEED_DEFAULT;
-	void *ctx[2] = {f, &st.line};
-	int rc = ini_parse_stream(reader, ctx, handler, &st);
+	int rc = ini_parse_stream(reader, &st, handler, &st);
 	fclose(f);
 	if (rc != 0 && !st.failed) {
 		snprintf(err, err_len, "%s:%d: expected [section], key = value, or a ; comment", path, rc > 0 ? rc : 0);
@@ -535,7 +621,7 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 			sc->params.inflight_max = (uint32_t)st.inflight;
 		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
 		sc->warmup_ns = (int64_t)llround(st.warmup_s * 1e9);
-		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1e9)
+		sc->capacity_bytes = st.capacity_gb > 0 ? (uint64_t)(st.capacity_gb * 1073741824.0) /* GiB */
 							: sc->device->hbm_bytes - sc->device->reserved_bytes;
 		if ((!sc->sched && set_str(&sc->sched, "timeslice")) || (!sc->mem && set_str(&sc->mem, "inmem")) ||
 		    (!sc->name && set_str(&sc->name, path)) || set_str(&sc->path, path)) {
@@ -596,8 +682,7 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 	}
 	int mode = gmx_mem_mode_parse(mem);
 	if (mode < 0) {
-		snprintf(err, err_len, "unknown memory mode '%s' (expected inmem|um|ideal|msched|msched-wholealloc|"
-			 "msched-serial|msched-fifo)", mem);
+		snprintf(err, err_len, "unknown memory mode '%s' (expected %s)", mem, GMX_MEM_MODE_NAMES);
 		return -EINVAL;
 	}
 	char why[256];
@@ -617,6 +702,8 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 		.tasks = sc->tasks,
 		.n_tasks = sc->n_tasks,
 		.templates = sc->templates,
+		.progress = sc->progress,
+		.progress_ctx = sc->progress_ctx,
 	};
 	/* The memory-scheduled modes rotate at their own, longer slice: each
 	 * rotation must amortise the migration it causes (docs/msched.md). ideal

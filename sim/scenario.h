@@ -23,6 +23,8 @@ typedef struct gmx_scenario {
 	gmx_sim_task_t *tasks;
 	uint32_t n_tasks;
 	const char *profile;   /* kernel profile file for fikit, NULL: measure (not owned) */
+	void (*progress)(void *ctx, double done); /* passed to the runs (gmx_sim_config_t) */
+	void *progress_ctx;
 } gmx_scenario_t;
 
 /* Reads and builds a scenario (workloads included). 0, or a negative errno

@@ -11,6 +11,10 @@
 #include "gpumux/workload.h"
 #include "preset.h"
 
+/* Units: memory sizes are reported in GiB (2^30 bytes), as nvidia-smi, the presets and
+ * capacity_gb count them; rates are GB/s (10^9 bytes per second), as link speeds are quoted. */
+#define GMX_GIB 1073741824.0
+
 typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
 	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */
@@ -21,6 +25,7 @@ typedef enum gmx_mem_mode {
 	GMX_MEM_MSCHED_FIFO,	   /* the driver's eviction order */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
+#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo"
 
 typedef enum gmx_arrival_kind {
 	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */
@@ -71,6 +76,10 @@ typedef struct gmx_sim_config {
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 	int mem_slice_auto; /* msched modes: pick each switch's slice by the rule (sim/msched.h); sched.slice_ns
 			       is then the longest slice */
+	/* When not NULL, called now and then with the share of the run's simulated time done
+	 * (0 to 1), so that a front end can show progress; it must not touch the run. */
+	void (*progress)(void *ctx, double done);
+	void *progress_ctx;
 } gmx_sim_config_t;
 
 /* A task's figures over the measured window (after the warm-up), except jct_s. */

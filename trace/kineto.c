@@ -422,6 +422,20 @@ static int on_event(kstate_t *k, const json_t *ev)
 	if (!strcmp(cat, "cuda_sync")) {
 		const json_t *c = json_object_get(args, "correlation");
 		const json_t *s = json_object_get(args, "stream");
+		const json_t *on = json_object_get(args, "wait_on_stream");
+		const json_t *rc = json_object_get(args, "wait_on_cuda_event_record_corr_id");
+		if (!strcmp(name, "Stream Wait Event")) {
+			if (!json_is_integer(c) || !json_is_integer(s) || !json_is_integer(on) || !json_is_integer(rc))
+				return 0;
+			PUSH(k->waits, k->n_waits, k->cap_waits);
+			k->waits[k->n_waits++] = (wait_rec_t){.ts = us_to_ns(json_object_get(ev, "ts")),
+							      .stream = (int64_t)json_integer_value(s),
+							      .on_stream = (int64_t)json_integer_value(on),
+							      .corr = (uint64_t)json_integer_value(c),
+							      .rec_corr = (uint64_t)json_integer_value(rc),
+							      .seq = k->seq};
+			return 0;
+		}
 		if (json_is_integer(c) && json_is_integer(s)) {
 			int64_t st = (int64_t)json_integer_value(s);
 			/* 0xffffffff (-1) means the whole context. */
@@ -503,7 +517,7 @@ static int skippable(const char *p, size_t n)
 	static const char *const cats[] = {"ac2g", "async", "python_function", "user_annotation", "flow", NULL};
 	static const char *const calls[] = {"cudaEventQuery", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
 					    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaStreamIsCapturing",
-					    "cudaStreamWaitEvent", "cudaEventRecord", "cudaGetDevice", "cudaSetDevice",
+					    "cudaGetDevice", "cudaSetDevice",
 					    "cudaGetLastError", "cudaPeekAtLastError", "cudaFuncGetAttributes",
 					    "cudaDeviceGetAttribute", "cudaPointerGetAttributes", "cudaFuncSetAttribute",
 					    "cudaStreamGetPriority", "cudaEventCreateWithFlags", "cudaEventDestroy", NULL};
@@ -684,6 +698,7 @@ int gmx_trace_kineto_read(gmx_src_t *s, gmx_workload_t *w, gmx_trace_info_t *inf
 	free(k.rt);
 	free(k.mem);
 	free(k.cpu);
+	free(k.waits);
 	gmx_u64map_free(&k.rt_by_corr);
 	gmx_u64map_free(&k.sync_stream);
 	gmx_u64map_free(&k.name_by_hash);

@@ -24,10 +24,11 @@ typedef struct tmem {
 
 typedef struct hop {
 	int64_t ts;
+	int64_t gts; /* H_GPU: GPU start, so that one call's several kernels (a graph) keep their order */
 	uint32_t seq, idx;
-	uint8_t type; /* H_GPU, H_SYNC, H_COPYSYNC, H_MEM */
+	uint8_t type; /* H_GPU, H_SYNC, H_COPYSYNC, H_MEM, H_RECORD, H_WAIT */
 } hop_t;
-enum { H_GPU, H_SYNC, H_COPYSYNC, H_MEM };
+enum { H_GPU, H_SYNC, H_COPYSYNC, H_MEM, H_RECORD, H_WAIT };
 
 static int cmp_hop(const void *a, const void *b)
 {
@@ -36,7 +37,11 @@ static int cmp_hop(const void *a, const void *b)
 		return x->ts < y->ts ? -1 : 1;
 	if (x->seq != y->seq)
 		return x->seq < y->seq ? -1 : 1;
-	return (x->type > y->type) - (x->type < y->type);
+	if (x->type != y->type)
+		return x->type < y->type ? -1 : 1;
+	if (x->gts != y->gts)
+		return x->gts < y->gts ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
 static int cmp_mem(const void *a, const void *b)
@@ -396,6 +401,8 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 	size_t nh = 0, caph = 0;
 	gmx_u64map_t smap = {0};
 	uint32_t next_stream = 30001;
+	int32_t *dep_of = NULL;
+	uint8_t *done = NULL; /* per GPU record: 2 an event source, |1 once its op is written */
 	int rc = build_buffers(&b);
 	if (!rc)
 		rc = build_threads(&b);
@@ -412,7 +419,7 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 			ts = k->rt[r].ts, seq = k->rt[r].seq;
 		if ((rc = gmx_grow((void **)&h, &caph, nh + 1, sizeof(*h))))
 			goto out;
-		h[nh++] = (hop_t){.ts = ts, .seq = seq, .idx = (uint32_t)i, .type = H_GPU};
+		h[nh++] = (hop_t){.ts = ts, .gts = g->ts, .seq = seq, .idx = (uint32_t)i, .type = H_GPU};
 		if (g->kind == G_D2H && (g->pageable_dst || (joined && k->rt[r].sync == S_COPY)))
 			h[nh++] = (hop_t){.ts = ts, .seq = seq, .idx = (uint32_t)i, .type = H_COPYSYNC};
 	}
@@ -429,7 +436,37 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 			goto out;
 		h[nh++] = (hop_t){.ts = k->mem[i].ts, .seq = k->mem[i].seq, .idx = (uint32_t)i, .type = H_MEM};
 	}
+	/* Waits the trace describes: the record at its cudaEventRecord call, the wait at its
+	 * cudaStreamWaitEvent call (each at the sync record's own time when the call is missing). */
+	for (size_t i = 0; i < k->n_waits; i++) {
+		const wait_rec_t *x = &k->waits[i];
+		uint32_t r;
+		int64_t ts = x->ts;
+		uint32_t seq = x->seq;
+		if (gmx_u64map_get(&k->rt_by_corr, x->rec_corr, &r))
+			ts = k->rt[r].ts, seq = k->rt[r].seq;
+		if ((rc = gmx_grow((void **)&h, &caph, nh + 1, sizeof(*h))))
+			goto out;
+		h[nh++] = (hop_t){.ts = ts, .seq = seq, .idx = (uint32_t)i, .type = H_RECORD};
+		ts = x->ts, seq = x->seq;
+		if (gmx_u64map_get(&k->rt_by_corr, x->corr, &r))
+			ts = k->rt[r].ts, seq = k->rt[r].seq;
+		h[nh++] = (hop_t){.ts = ts, .seq = seq, .idx = (uint32_t)i, .type = H_WAIT};
+	}
 	gmx_sort(h, nh, sizeof(*h), cmp_hop);
+	/* Waits the trace only shows (kineto_deps.c), when it describes none: event n_waits + j
+	 * is recorded right after GPU record j and waited for right before each record held by it. */
+	if (!k->n_waits && (rc = gmx__kineto_deps(k, &dep_of)))
+		goto out;
+	done = calloc(k->n_gpu + 1, 1);
+	if (!done) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (dep_of)
+		for (size_t i = 0; i < k->n_gpu; i++)
+			if (dep_of[i] >= 0)
+				done[dep_of[i]] = 2; /* a source: record an event after it */
 
 	/* Corr -> sync stream needs the reverse map rt index -> correlation. */
 	uint64_t *rt_corr = calloc(k->n_rt + 1, sizeof(*rt_corr));
@@ -487,6 +524,14 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 					last = cursor;
 				continue;
 			}
+			if (dep_of && dep_of[x->idx] >= 0 && (done[dep_of[x->idx]] & 1)) {
+				gmx_op_t wt = {.kind = GMX_OP_WAIT, .stream = s, .think_ns = op.think_ns,
+					       .event = (uint32_t)(k->n_waits + (size_t)dep_of[x->idx]),
+					       .buffer = UINT32_MAX, .klass = GMX_CLASS_UNKNOWN};
+				if ((rc = gmx_workload_add_op(w, &wt, NULL)))
+					break;
+				op.think_ns = 0;
+			}
 			op.stream = s;
 			op.duration_ns = (uint64_t)g->dur;
 			op.bytes = g->bytes ? g->bytes : 1; /* the format needs a size; 1 when unrecorded */
@@ -511,7 +556,10 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 			case G_D2H:
 				op.kind = GMX_OP_COPY_D2H;
 				break;
-			default: /* memset, and device-to-device copies (no record of their own) */
+			case G_D2D:
+				op.kind = GMX_OP_COPY_D2D;
+				break;
+			default:
 				op.kind = GMX_OP_MEMSET;
 				break;
 			}
@@ -528,8 +576,23 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 				}
 				ki++;
 			}
+			if (done[x->idx] & 2) {
+				gmx_op_t rec = {.kind = GMX_OP_RECORD, .stream = s, .event = (uint32_t)(k->n_waits + x->idx),
+						.buffer = UINT32_MAX, .klass = GMX_CLASS_UNKNOWN};
+				if ((rc = gmx_workload_add_op(w, &rec, NULL)))
+					break;
+			}
+			done[x->idx] |= 1;
 			if (g->ts + g->dur > last)
 				last = g->ts + g->dur;
+			cursor = issued;
+		} else if (x->type == H_RECORD || x->type == H_WAIT) {
+			const wait_rec_t *wr = &k->waits[x->idx];
+			op.kind = x->type == H_RECORD ? GMX_OP_RECORD : GMX_OP_WAIT;
+			op.stream = stream_index(&smap, x->type == H_RECORD ? wr->on_stream : wr->stream, &next_stream);
+			op.event = x->idx;
+			if ((rc = gmx_workload_add_op(w, &op, NULL)))
+				break;
 			cursor = issued;
 		} else if (x->type == H_SYNC) {
 			rt_rec_t *r = &k->rt[x->idx];
@@ -571,6 +634,8 @@ int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info)
 	}
 out:
 	free(h);
+	free(dep_of);
+	free(done);
 	gmx_u64map_free(&smap);
 	free(b.life);
 	free(b.mem_life);

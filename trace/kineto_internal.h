@@ -36,6 +36,14 @@ typedef struct cpu_rec {
 	int64_t ts, end, tid;
 } cpu_rec_t;
 
+/* A recorded cross-stream wait (cuda_sync "Stream Wait Event"): stream waits for the event
+ * recorded on on_stream by the cudaEventRecord call with correlation rec_corr. */
+typedef struct wait_rec {
+	int64_t ts, stream, on_stream;
+	uint64_t corr, rec_corr;
+	uint32_t seq;
+} wait_rec_t;
+
 typedef struct kstate {
 	gmx_workload_t *w;
 	gpu_rec_t *gpu;
@@ -46,6 +54,8 @@ typedef struct kstate {
 	size_t n_mem, cap_mem;
 	cpu_rec_t *cpu;
 	size_t n_cpu, cap_cpu;
+	wait_rec_t *waits;
+	size_t n_waits, cap_waits;
 	gmx_u64map_t rt_by_corr;   /* correlation -> rt index */
 	gmx_u64map_t sync_stream;  /* correlation -> stream + 1 (cuda_sync events) */
 	gmx_u64map_t name_by_hash; /* kernel name hash -> name index */
@@ -56,5 +66,10 @@ typedef struct kstate {
 /* Builds kstate's workload (buffers, streams, kernels, copies, syncs, working sets) from
  * the records, filling info. 0, -ENOMEM or -EINVAL. */
 int gmx__kineto_build(kstate_t *k, gmx_trace_info_t *info);
+
+/* Dependencies the timeline shows (kineto_deps.c): for each GPU record, the index of the
+ * record on another stream it waited for, or -1, in *dep_of (k->n_gpu entries, freed by the
+ * caller). 0 or -ENOMEM. */
+int gmx__kineto_deps(const kstate_t *k, int32_t **dep_of);
 
 #endif

@@ -120,6 +120,7 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 		case GMX_OP_KERNEL:
 		case GMX_OP_COPY_H2D:
 		case GMX_OP_COPY_D2H:
+		case GMX_OP_COPY_D2D:
 		case GMX_OP_MEMSET: {
 			int64_t start = host > stream_free[si] ? host : stream_free[si];
 			if (o->kind == GMX_OP_KERNEL) {

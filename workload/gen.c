@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "gen_internal.h"
+#include "gpumux/numparse.h"
 
 static const struct gen_kind *const kinds[] = {
-	&gen_llm_decode, &gen_vector_add, &gen_matmul, &gen_dwt2d, &gen_hotspot, &gen_cfd, &gen_nn, &gen_reef,
+	&gen_llm_decode, &gen_vector_add, &gen_matmul, &gen_dwt2d, &gen_hotspot, &gen_cfd, &gen_nn, &gen_reef, &gen_cnn,
 };
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -147,14 +148,7 @@ static int set_value(struct gen_ctx *g, int i, const char *value, int from_user)
 		if (p->type == GEN_SIZE) {
 			rc = gen_parse_size(value, &v);
 		} else {
-			char *end;
-			errno = 0;
-			rc = (!*value || *value == '-' || *value == '+' || *value == ' ') ? -EINVAL : 0;
-			if (!rc) {
-				v = strtoull(value, &end, 0);
-				if (errno || *end)
-					rc = -EINVAL;
-			}
+			rc = gmx_parse_uint(value, 0, UINT64_MAX, &v);
 		}
 		if (rc)
 			return gen_fail(g, "%s=%s is not %s", p->key, value,

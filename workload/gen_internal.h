@@ -135,6 +135,7 @@ extern const struct gen_kind gen_hotspot;
 extern const struct gen_kind gen_cfd;
 extern const struct gen_kind gen_nn;
 extern const struct gen_kind gen_reef;
+extern const struct gen_kind gen_cnn;
 
 /* Builds llm-decode with explicit parameters; bw <= 0 leaves durations at 0
  * (used to derive the calibration itself). */

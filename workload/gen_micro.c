@@ -36,6 +36,9 @@ static int vadd_build(struct gen_ctx *g)
 	} else {
 		n = gen_u(g, "footprint") / (3 * MICRO_ELEM);
 	}
+	if ((n == 0 || n > MICRO_MAX_N) && !gen_given(g, "n"))
+		return gen_fail(g, "footprint=%s gives n = footprint / 12 = %llu, out of range (expected 1..%llu, an int "
+				"argument)", gen_s(g, "footprint"), (unsigned long long)n, MICRO_MAX_N);
 	if (n == 0 || n > MICRO_MAX_N)
 		return gen_fail(g, "n=%llu out of range (expected 1..%llu, an int argument)", (unsigned long long)n,
 				MICRO_MAX_N);

@@ -27,6 +27,7 @@ struct reader {
 	gmx_workload_t *w;
 	int have_header;
 	int have_name, have_device, have_unit;
+	unsigned long end_line; /* the line of the 'end' record; 0 before it */
 };
 
 static int fail(struct reader *r, const char *fmt, ...)
@@ -508,6 +509,25 @@ static int rec_sync(struct reader *r, char *rest)
 	return gmx_workload_add_op(r->w, &op, NULL) ? oom(r) : 0;
 }
 
+/* record s=S event=E [think=T], wait s=S event=E [think=T] */
+static int rec_event(struct reader *r, const char *kw, gmx_op_kind_t kind, char *rest)
+{
+	static const char *const keys[] = {"s", "event", "think", NULL};
+	struct field fs[MAX_FIELDS];
+	int n;
+	const struct field *f;
+	uint64_t v;
+	if (split_fields(r, kw, rest, keys, fs, &n))
+		return -EINVAL;
+	gmx_op_t op = {.kind = (uint8_t)kind, .buffer = UINT32_MAX};
+	if (stream_field(r, kw, fs, n, 0, &op) || think_dur(r, kw, fs, n, &op))
+		return -EINVAL;
+	if (need(r, kw, fs, n, "event", &f) || num(r, kw, f, UINT32_MAX, &v))
+		return -EINVAL;
+	op.event = (uint32_t)v;
+	return gmx_workload_add_op(r->w, &op, NULL) ? oom(r) : 0;
+}
+
 static int rec_alloc(struct reader *r, const char *kw, gmx_op_kind_t kind, char *rest)
 {
 	static const char *const keys[] = {"buf", "think", NULL};
@@ -521,6 +541,29 @@ static int rec_alloc(struct reader *r, const char *kw, gmx_op_kind_t kind, char 
 		return -EINVAL;
 	op.bytes = r->w->buffers[op.buffer].size;
 	return gmx_workload_add_op(r->w, &op, NULL) ? oom(r) : 0;
+}
+
+/* end buffers=B knames=K ops=N: the last record; its counts must match what was read, so
+ * a file cut at a line boundary (no 'end') or missing lines (counts differ) is refused. */
+static int rec_end(struct reader *r, char *rest)
+{
+	static const char *const keys[] = {"buffers", "knames", "ops", NULL};
+	const uint32_t have[3] = {r->w->n_buffers, r->w->n_names, r->w->n_ops};
+	struct field fs[MAX_FIELDS];
+	int n;
+	if (split_fields(r, "end", rest, keys, fs, &n))
+		return -EINVAL;
+	for (int i = 0; i < 3; i++) {
+		const struct field *f;
+		uint64_t v;
+		if (need(r, "end", fs, n, keys[i], &f) || num(r, "end", f, UINT32_MAX, &v))
+			return -EINVAL;
+		if (v != have[i])
+			return fail(r, "end: %s=%llu but the file holds %u: lines are missing or were added", keys[i],
+				    (unsigned long long)v, have[i]);
+	}
+	r->end_line = r->line;
+	return 0;
 }
 
 static int header(struct reader *r, char *line)
@@ -539,6 +582,10 @@ static int header(struct reader *r, char *line)
 	if (parse_u64(p, len, &v))
 		return fail(r, "header: expected 'gpumux-workload %d', got version '%.*s'", GMX_WORKLOAD_FORMAT_VERSION,
 			    (int)len, p);
+	if (v == 1)
+		return fail(r, "format version 1 has no end record, so a file cut short cannot be told from a whole "
+			       "one: regenerate it with this gpumux (gpumux gen, gpumux trace import; version %d)",
+			    GMX_WORKLOAD_FORMAT_VERSION);
 	if (v != GMX_WORKLOAD_FORMAT_VERSION)
 		return fail(r, "unsupported format version %llu (this reader reads version %d)", (unsigned long long)v,
 			    GMX_WORKLOAD_FORMAT_VERSION);
@@ -567,6 +614,8 @@ static int line(struct reader *r, char *s, size_t len)
 		return 0;
 	if (!r->have_header)
 		return header(r, p);
+	if (r->end_line)
+		return fail(r, "a record after 'end' (line %lu): 'end' is the last record", r->end_line);
 	char *kw = p;
 	while (*p && *p != ' ' && *p != '\t')
 		p++;
@@ -592,6 +641,12 @@ static int line(struct reader *r, char *s, size_t len)
 		return rec_copy(r, "d2h", GMX_OP_COPY_D2H, rest);
 	if (KW("memset"))
 		return rec_copy(r, "memset", GMX_OP_MEMSET, rest);
+	if (KW("d2d"))
+		return rec_copy(r, "d2d", GMX_OP_COPY_D2D, rest);
+	if (KW("record"))
+		return rec_event(r, "record", GMX_OP_RECORD, rest);
+	if (KW("wait"))
+		return rec_event(r, "wait", GMX_OP_WAIT, rest);
 	if (KW("alloc"))
 		return rec_alloc(r, "alloc", GMX_OP_ALLOC, rest);
 	if (KW("free"))
@@ -602,11 +657,13 @@ static int line(struct reader *r, char *s, size_t len)
 		return rest_string(r, "device", rest, &r->w->device, &r->have_device);
 	if (KW("unit"))
 		return rest_string(r, "unit", rest, &r->w->unit, &r->have_unit);
+	if (KW("end"))
+		return rec_end(r, rest);
 	if (KW("gpumux-workload"))
 		return fail(r, "header given twice");
 #undef KW
-	return fail(r, "unknown keyword '%s' (expected name, device, unit, buffer, kname, kernel, h2d, d2h, memset, "
-		       "sync, alloc, free)",
+	return fail(r, "unknown keyword '%s' (expected name, device, unit, buffer, kname, kernel, h2d, d2h, d2d, "
+		       "memset, sync, record, wait, alloc, free, end)",
 		    kw);
 }
 
@@ -649,6 +706,9 @@ int gmx_workload_read_stream(FILE *in, const char *label, gmx_workload_t *w, cha
 		r.line = r.line ? r.line : 1;
 		rc = fail(&r, "missing header: expected 'gpumux-workload %d' (file is empty)", GMX_WORKLOAD_FORMAT_VERSION);
 	}
+	if (!rc && !r.end_line)
+		rc = fail(&r, "no 'end' record after the last line: the file was cut short (a whole file ends with "
+			      "'end buffers=B knames=K ops=N'); write it again");
 	if (!rc) {
 		char why[256];
 		if (gmx_workload_validate(w, why, sizeof(why)))

@@ -1,7 +1,9 @@
 /* Writer of the native workload format (docs/workload-format.md): refuses a
  * workload the reader (workload_read.c) could not read back exactly, and
- * replaces the target atomically (a temporary beside it, fsync, rename). */
+ * writes the target as io/outfile.c does (a regular file replaced atomically). */
 #include "gpumux/workload_io.h"
+
+#include "gpumux/outfile.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -71,7 +73,8 @@ static int writable(const gmx_workload_t *w, char *err, size_t err_len)
 			snprintf(err, err_len, "op %u: kernel class %d is not compute, memory or unknown", i, o->klass);
 			return -EINVAL;
 		}
-		if ((o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H || o->kind == GMX_OP_MEMSET) &&
+		if ((o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H || o->kind == GMX_OP_MEMSET ||
+		     o->kind == GMX_OP_COPY_D2D) &&
 		    (o->bytes == 0 || o->stream < 0)) {
 			snprintf(err, err_len, "op %u: a copy or memset needs bytes > 0 and a stream", i);
 			return -EINVAL;
@@ -140,8 +143,13 @@ static void write_body(const gmx_workload_t *w, FILE *out)
 			break;
 		case GMX_OP_COPY_H2D:
 		case GMX_OP_COPY_D2H:
+		case GMX_OP_COPY_D2D:
 		case GMX_OP_MEMSET:
-			fprintf(out, "%s s=%d", o->kind == GMX_OP_COPY_H2D ? "h2d" : o->kind == GMX_OP_COPY_D2H ? "d2h" : "memset",
+			fprintf(out, "%s s=%d",
+				o->kind == GMX_OP_COPY_H2D   ? "h2d"
+				: o->kind == GMX_OP_COPY_D2H ? "d2h"
+				: o->kind == GMX_OP_COPY_D2D ? "d2d"
+							     : "memset",
 				o->stream);
 			put_think(out, o);
 			fprintf(out, " bytes=0x%llx", (unsigned long long)o->bytes);
@@ -165,10 +173,17 @@ static void write_body(const gmx_workload_t *w, FILE *out)
 			put_think(out, o);
 			fputc('\n', out);
 			break;
+		case GMX_OP_RECORD:
+		case GMX_OP_WAIT:
+			fprintf(out, "%s s=%d event=%u", o->kind == GMX_OP_RECORD ? "record" : "wait", o->stream, o->event);
+			put_think(out, o);
+			fputc('\n', out);
+			break;
 		case GMX_OP_KIND_COUNT:
 			break;
 		}
 	}
+	fprintf(out, "end buffers=%u knames=%u ops=%u\n", w->n_buffers, w->n_names, w->n_ops);
 }
 
 int gmx_workload_write_stream(const gmx_workload_t *w, FILE *out)
@@ -191,38 +206,10 @@ int gmx_workload_write(const gmx_workload_t *w, const char *path, char *err, siz
 	int rc = writable(w, err, err_len);
 	if (rc)
 		return rc;
-	size_t plen = strlen(path);
-	char *tmp = malloc(plen + 32);
-	if (!tmp) {
-		snprintf(err, err_len, "%s: out of memory", path);
-		return -ENOMEM;
-	}
-	/* The temporary sits beside the target so that rename() stays on one
-	 * file system and is atomic; the pid keeps concurrent writers apart. */
-	snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-	FILE *out = fopen(tmp, "w");
-	if (!out) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot create the temporary %s: %s", path, tmp, strerror(-rc));
-		free(tmp);
-		return rc;
-	}
-	setvbuf(out, NULL, _IOFBF, 1 << 20);
-	write_body(w, out);
-	if (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0) {
-		rc = -(errno ? errno : EIO);
-		snprintf(err, err_len, "%s: write failed: %s", tmp, strerror(-rc));
-	}
-	if (fclose(out) != 0 && !rc) {
-		rc = -(errno ? errno : EIO);
-		snprintf(err, err_len, "%s: write failed: %s", tmp, strerror(-rc));
-	}
-	if (!rc && rename(tmp, path) != 0) {
-		rc = -errno;
-		snprintf(err, err_len, "%s: cannot rename %s into place: %s", path, tmp, strerror(-rc));
-	}
+	gmx_outfile_t o;
+	rc = gmx_outfile_open(&o, path, err, err_len);
 	if (rc)
-		unlink(tmp);
-	free(tmp);
-	return rc;
+		return rc;
+	write_body(w, o.f);
+	return gmx_outfile_commit(&o, err, err_len);
 }

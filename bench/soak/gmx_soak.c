@@ -5,8 +5,15 @@
  * descriptor count are sampled throughout; at the end every client is killed and the daemon's
  * accounts must return to zero.
  *
- *   gmx_soak --daemon PATH [--clients N] [--duration S] [--policy NAME] [--kill-ms MS]
- *            [--device-mb MB] [--seed N] [--samples K] [--json FILE] [--no-rss-check]
+ *   gmx_soak --daemon PATH [--clients N] [--duration S] [--policy NAME] [--priority P]
+ *            [--kill-ms MS] [--device-mb MB] [--seed N] [--samples K] [--wedge-ms MS]
+ *            [--json FILE] [--no-rss-check]
+ *
+ * Each session draws its priority (0..9), or takes --priority P. The default policy, fikit,
+ * bounds how long a queue head waits (starve_ns, 100 ms), so a command not granted for
+ * --wedge-ms is a fault; timeslice serves the best level with work only, so with mixed
+ * priorities its lower levels may wait for as long as the higher ones are busy (run it with
+ * --priority P).
  *
  * The clients speak the protocol of daemon/gmx_proto.h directly (no CUDA, no interposer), so
  * thousands of sessions and kills fit in a minute on two cores. Every --kill-ms (mean,
@@ -20,8 +27,9 @@
  *  - at the end, with every client gone: no client slot, command, allocated or resident byte,
  *    outstanding eviction or queued action left (status "accounts"), and the daemon holds as
  *    many descriptors as before the first client;
- *  - RSS flat: the largest RSS after the warm-up (the first fifth) exceeds the RSS at the end of
- *    the warm-up by at most max(2 MiB, 5%) (--no-rss-check: reported only, for sanitizer builds
+ *  - RSS flat: the largest RSS after the warm-up (the first fifth, but at least 5 s or half the
+ *    run, whichever is shorter: the allocator's pools fill more slowly on a loaded machine)
+ *    exceeds the RSS at the end of the warm-up by at most max(2 MiB, 5%) (--no-rss-check: reported only, for sanitizer builds
  *    whose allocator keeps freed memory in quarantine).
  * Output: a table (one row per sample), a summary, and one JSON line (also to --json FILE).
  */
@@ -54,7 +62,7 @@
 /* What each client process reports to the parent (shared memory). */
 typedef struct {
 	uint64_t sessions, refused, grants, completions, allocs, frees, migrations, cut;
-	uint64_t wedged;
+	uint64_t wedged, wedged_prio[10];
 	int64_t waiting_since; /* a command announced and not granted since (0: none) */
 	char wedge_why[128];
 } client_stats_t;
@@ -67,6 +75,7 @@ typedef struct {
 
 static const char *g_dir;
 static long g_wedge_ms = 10000;
+static int g_priority = -1; /* every client's, or -1: each session draws one */
 
 static int64_t now_ns(void)
 {
@@ -140,7 +149,7 @@ static long jint(json_t *o, const char *path)
 /* ---- one client process ---- */
 
 typedef struct {
-	int s, efd_up, efd_down;
+	int s, efd_up, efd_down, priority;
 	gmx_shm_region_t *r;
 	client_stats_t *st;
 } sess_t;
@@ -201,7 +210,7 @@ static int open_session(sess_t *x, int idx, uint32_t flags)
 	gmx_msg_hello_t h;
 	memset(&h, 0, sizeof h);
 	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
-	h.priority = (int32_t)rnd_below(10 /* 0 (highest) .. 9 */);
+	h.priority = x->priority = g_priority >= 0 ? g_priority : (int32_t)rnd_below(10 /* 0 (highest) .. 9 */);
 	h.flags = flags;
 	h.pid = getpid();
 	snprintf(h.name, sizeof h.name, "soak%d", idx);
@@ -319,9 +328,10 @@ static void session(sess_t *x, int oversub, uint64_t *seq)
 			}
 			if (now_ns() - since > g_wedge_ms * 1000000LL) {
 				x->st->wedged++;
+				x->st->wedged_prio[x->priority]++;
 				snprintf(x->st->wedge_why, sizeof x->st->wedge_why,
-					 "%d of %d commands not granted after %ld ms", k - __builtin_popcountll(done), k,
-					 g_wedge_ms);
+					 "priority %d: %d of %d commands not granted after %ld ms", x->priority,
+					 k - __builtin_popcountll(done), k, g_wedge_ms);
 				x->st->waiting_since = 0;
 				return;
 			}
@@ -446,15 +456,15 @@ static int rm_entry(const char *p, const struct stat *s, int flag, struct FTW *f
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: gmx_soak --daemon PATH [--clients N] [--duration S] [--policy NAME] [--kill-ms MS]\n"
-			"                [--device-mb MB] [--seed N] [--samples K] [--wedge-ms MS] [--json FILE]\n"
-			"                [--no-rss-check]\n");
+	fprintf(stderr, "usage: gmx_soak --daemon PATH [--clients N] [--duration S] [--policy NAME] [--priority P]\n"
+			"                [--kill-ms MS] [--device-mb MB] [--seed N] [--samples K] [--wedge-ms MS]\n"
+			"                [--json FILE] [--no-rss-check]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *exe = NULL, *policy = "timeslice", *json_path = NULL;
+	const char *exe = NULL, *policy = "fikit", *json_path = NULL;
 	long clients = 16, duration = 60, kill_ms = 50, device_mb = 256, samples = 20;
 	uint64_t seed = 1;
 	int rss_check = 1;
@@ -488,6 +498,8 @@ int main(int argc, char **argv)
 			seed = (uint64_t)n;
 		else if (!strcmp(a, "--samples") && num && n >= 2 && n <= MAX_SAMPLES)
 			samples = n;
+		else if (!strcmp(a, "--priority") && num && n >= -1 && n <= 9)
+			g_priority = (int)n;
 		else if (!strcmp(a, "--wedge-ms") && num && n >= 100)
 			g_wedge_ms = n;
 		else {
@@ -621,12 +633,16 @@ int main(int argc, char **argv)
 		tot.wedged += st[i].wedged;
 		if (st[i].wedged)
 			why = st[i].wedge_why;
+		for (int p = 0; p < 10; p++)
+			tot.wedged_prio[p] += st[i].wedged_prio[p];
 	}
-	/* RSS after the warm-up (the first fifth): the sample closest to it, and the largest
-	 * after it. */
+	/* RSS after the warm-up: the sample closest to it, and the largest after it. */
+	double warm_s = duration / 5.0;
+	if (warm_s < 5.0)
+		warm_s = duration / 2.0 < 5.0 ? duration / 2.0 : 5.0;
 	long rss_warm = -1, rss_late_max = -1, fds_late_max = -1;
 	for (int i = 0; i < ns; i++)
-		if (smp[i].t_s >= duration / 5.0) {
+		if (smp[i].t_s >= warm_s) {
 			if (rss_warm < 0)
 				rss_warm = smp[i].rss_kb;
 			rss_late_max = smp[i].rss_kb > rss_late_max ? smp[i].rss_kb : rss_late_max;
@@ -645,21 +661,27 @@ int main(int argc, char **argv)
 	       "(%s, slack %ld kB)\n",
 	       rss0, rss_warm, rss_late_max, rss_end, rss_flat ? "flat" : "GREW", slack);
 	printf("daemon descriptors: %ld before clients, %ld max, %ld at the end\n", fds0, fds_max, fds_end);
+	char byp[200] = "";
+	for (int p = 0, o = 0; p < 10; p++)
+		o += snprintf(byp + o, sizeof byp - (size_t)o, "%s%llu", p ? "," : "",
+			      (unsigned long long)tot.wedged_prio[p]);
 	printf("at the end: clients %ld, slots %ld, commands %ld, allocated %ld B, evictions %ld, resident %ld B "
-	       "(%s); cut off %ld, protocol errors %ld, wedged %llu%s%s, stop rc %d\n",
-	       acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], zero ? "all zero" : "NOT ZERO", cut_off, perr,
-	       (unsigned long long)tot.wedged, tot.wedged ? ": " : "", why, stop_rc);
+	       "(%s); cut off %ld, protocol errors %ld, stop rc %d\n",
+	       acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], zero ? "all zero" : "NOT ZERO", cut_off, perr, stop_rc);
+	printf("wedged (a command not granted within %ld ms): %llu, by priority 0..9: %s%s%s\n", g_wedge_ms,
+	       (unsigned long long)tot.wedged, byp, tot.wedged ? "; last: " : "", why);
 	char line[1024];
 	snprintf(line, sizeof line,
 		 "{\"bench\":\"soak\",\"policy\":\"%s\",\"clients\":%ld,\"duration_s\":%ld,\"kill_ms\":%ld,"
 		 "\"sessions\":%llu,\"kills\":%llu,\"grants\":%ld,\"migration_orders\":%llu,"
 		 "\"rss_kb\":{\"start\":%ld,\"warm\":%ld,\"late_max\":%ld,\"end\":%ld,\"flat\":%s},"
-		 "\"fds\":{\"start\":%ld,\"max\":%ld,\"late_max\":%ld,\"end\":%ld},\"wedged\":%llu,\"cut_off\":%ld,"
+		 "\"fds\":{\"start\":%ld,\"max\":%ld,\"late_max\":%ld,\"end\":%ld},\"wedged\":%llu,"
+		 "\"wedged_by_priority\":[%s],\"cut_off\":%ld,"
 		 "\"protocol_errors\":%ld,\"accounts_zero\":%s,\"ok\":%s}",
 		 policy, clients, duration, kill_ms, (unsigned long long)tot.sessions, (unsigned long long)kills,
 		 grants, (unsigned long long)tot.migrations, rss0, rss_warm, rss_late_max, rss_end,
 		 rss_flat ? "true" : "false", fds0, fds_max, fds_late_max, fds_end, (unsigned long long)tot.wedged,
-		 cut_off, perr, zero ? "true" : "false", ok ? "true" : "false");
+		 byp, cut_off, perr, zero ? "true" : "false", ok ? "true" : "false");
 	printf("%s\n", line);
 	if (json_path) {
 		FILE *f = fopen(json_path, "w");

@@ -18,6 +18,25 @@
 
 #include "gpumux/workload.h"
 
+/* Tunables: default and bounds in one place (gmx_sched_params_check holds parameters to
+ * them; scenario files and command-line options are checked against the same bounds). */
+#define GMX_SLICE_NS_DEFAULT 2000000LL     /* 2 ms: the GPU's default time slice (DESIGN.md) */
+#define GMX_SLICE_NS_MIN 10000LL           /* 10 us: below a context switch's own cost */
+#define GMX_SLICE_NS_MAX 60000000000LL     /* 60 s */
+#define GMX_SLICE_MS_MIN (GMX_SLICE_NS_MIN / 1e6) /* the same bounds in ms, as people give them */
+#define GMX_SLICE_MS_MAX (GMX_SLICE_NS_MAX / 1e6)
+#define GMX_INFLIGHT_DEFAULT 2u            /* a held task stops within two kernels */
+#define GMX_INFLIGHT_MIN 1u
+#define GMX_INFLIGHT_MAX 1024u
+#define GMX_GAP_QUANTILE_DEFAULT 0.05      /* fikit: a gap shorter than predicted 1 time in 20 (docs/fikit.md) */
+#define GMX_GAP_QUANTILE_MIN 0.0           /* 0: the shortest gap ever seen */
+#define GMX_GAP_QUANTILE_MAX 0.5           /* the median: above it fills overrun more often than not */
+#define GMX_SWITCH_NS_DEFAULT 0LL          /* tasks share one context (MPS-style); 32 us apart (DESIGN.md) */
+#define GMX_SWITCH_NS_MAX 10000000LL       /* 10 ms */
+#define GMX_STARVE_NS_DEFAULT 100000000LL  /* 100 ms: a training step's order of magnitude */
+#define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
+#define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
+
 #define GMX_MAX_TASKS 64
 #define GMX_PRIORITY_LEVELS 10 /* 0 highest */
 

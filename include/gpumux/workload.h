@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GMX_WORKLOAD_FORMAT_VERSION 1
+#define GMX_WORKLOAD_FORMAT_VERSION 2
 
 /* Kinds of operation a host thread issues. */
 typedef enum gmx_op_kind {
@@ -28,6 +28,9 @@ typedef enum gmx_op_kind {
 	GMX_OP_SYNC,       /* host blocks until the stream (or all, stream = -1) drains */
 	GMX_OP_ALLOC,      /* a buffer becomes live (traces); no GPU time */
 	GMX_OP_FREE,       /* a buffer is released (traces); no GPU time */
+	GMX_OP_COPY_D2D,   /* async device-to-device copy on a stream (a copy engine) */
+	GMX_OP_RECORD,     /* stream records event `event`: everything issued on it so far */
+	GMX_OP_WAIT,       /* stream's later work waits for event `event`'s latest record */
 	GMX_OP_KIND_COUNT
 } gmx_op_kind_t;
 
@@ -73,6 +76,8 @@ typedef struct gmx_op {
 	uint32_t shared_mem; /* dynamic shared memory, bytes */
 	uint32_t sm_demand;  /* SMs one full wave needs; 0 = unknown */
 	uint32_t buffer;     /* copies/memsets/ALLOC/FREE: buffer index, UINT32_MAX if none */
+	uint32_t event;      /* RECORD/WAIT: event number (any value; a WAIT on an event never
+			      * recorded waits for nothing, as in CUDA) */
 	uint32_t arg_first, arg_count;       /* slice of args */
 	uint32_t region_first, region_count; /* slice of regions, in access order */
 } gmx_op_t;

@@ -66,10 +66,21 @@ ok_of() { grep -q '^ok' "$1" || fail "$(basename "$1" .out): $(grep -m1 -E 'FAIL
 
 case $MODE in
 alone)
-    LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" >"$R/p.out" 2>&1
+    # Durations from the kernel-times file: the round trip's kernel by name, the rest the default.
+    printf '# name us\n_Z5scalePffi 123\n* 17\n' >"$R/times"
+    GPUMUX_STANDIN_KERNEL_TIMES=$R/times LD_LIBRARY_PATH=$B/standin:$CUDA_LIB timeout 120 "$P" >"$R/p.out" 2>&1
     cat "$R/p.out"; ok_of "$R/p.out"
     n=$(grep -c 'kind=kernel' "$R/standin.log")
     echo "stand-in ran $n kernels"; [ "$n" -gt 0 ] || fail "no kernel reached the stand-in"
+    case $(basename "$P") in
+    roundtrip*) want=123000 ;;
+    *) want=17000 ;;
+    esac
+    grep -q "kind=kernel .* dur_ns=$want\$" "$R/standin.log" || fail "no kernel ran the duration of the times file ($want ns)"
+    case $(basename "$P") in roundtrip*)
+        other=$(grep 'kind=kernel' "$R/standin.log" | grep -vc "dur_ns=123000$")
+        [ "$other" -eq 0 ] || fail "$other kernels did not take the 123 us the times file gives them";;
+    esac
     ;;
 run)
     start_daemon

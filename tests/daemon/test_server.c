@@ -57,7 +57,7 @@ static void books(void)
 }
 
 /* Connects as uid with a HELLO: 'W' welcomed (c filled), 'R' refused (c->reason). */
-static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
+static int hello_flags(tconn_t *c, uid_t uid, const char *name, int prio, uint32_t flags)
 {
 	memset(c, 0, sizeof *c);
 	int sv[2];
@@ -66,6 +66,7 @@ static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
 	memset(&h, 0, sizeof h);
 	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
 	h.priority = prio;
+	h.flags = flags;
 	snprintf(h.name, sizeof h.name, "%s", name);
 	assert_int_equal(send(sv[0], &h, sizeof h, 0), (ssize_t)sizeof h);
 	struct ucred cr = {.pid = 100, .uid = uid, .gid = uid};
@@ -98,6 +99,11 @@ static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
 	return 'W';
 }
 
+static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
+{
+	return hello_flags(c, uid, name, prio, 0);
+}
+
 static int task_of(const tconn_t *c)
 {
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
@@ -120,11 +126,32 @@ static void bye(tconn_t *c)
 		gmxd__sock_event((uint32_t)t);
 }
 
-static void up(tconn_t *c, uint32_t type, uint64_t seq)
+static void up_entry(tconn_t *c, uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
-	gmx_ring_entry_t e = {.type = type, .seq = seq, .x = 5};
+	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
 	int wake;
 	assert_int_equal(gmx_ring_push(&c->r->up, &e, &wake), 0);
+}
+
+static void up(tconn_t *c, uint32_t type, uint64_t seq)
+{
+	up_entry(c, type, 0, seq, 5, 0);
+}
+
+/* Pops c's down ring: the number of grants of seq, and of eviction orders (acknowledged
+ * when ack is set). */
+static void down(tconn_t *c, uint64_t seq, int *grants, int *evictions, int ack)
+{
+	gmx_ring_entry_t e;
+	*grants = *evictions = 0;
+	while (gmx_ring_pop(&c->r->down, &e) == 1) {
+		*grants += e.type == GMX_DOWN_GRANT && e.seq == seq;
+		if (e.type == GMX_DOWN_MIGRATE && e.a == 0) {
+			++*evictions;
+			if (ack)
+				up_entry(c, GMX_UP_MIG_DONE, 0, e.seq, e.x, 0);
+		}
+	}
 }
 
 /* One allowed user cannot take every client slot: by default it gets half of max_clients, and
@@ -308,6 +335,112 @@ static void test_store_save_durable_and_private(void **state)
 	rmdir(dir);
 }
 
+/* A client that owed nothing for longer than unresponsive_ms (idle, or queued behind others)
+ * and is then told to evict has unresponsive_ms from then to acknowledge it: it was cut off at
+ * the next tick, its liveness measured from its last completion (found by the soak). */
+static void test_fresh_eviction_not_cut(void **state)
+{
+	(void)state;
+	gmxd_config_default(&cfg);
+	cfg.profile_dir[0] = 0;
+	cfg.device_memory_mb = 64;
+	cfg.unresponsive_ms = 1000;
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	tconn_t a, b;
+	int g, ev;
+	assert_int_equal(hello_flags(&a, 0, "a", 5, GMX_HELLO_OVERSUBSCRIBE), 'W');
+	assert_int_equal(hello_flags(&b, 0, "b", 5, GMX_HELLO_OVERSUBSCRIBE), 'W');
+	up_entry(&a, GMX_UP_ALLOC, 0, 0, 1ull << 40, 48ull << 20);
+	up_entry(&b, GMX_UP_ALLOC, 0, 0, 2ull << 40, 48ull << 20);
+	up(&a, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings();
+	down(&a, 1, &g, &ev, 1);
+	assert_int_equal(g, 1); /* a's 48 MB loaded, a granted */
+	up(&a, GMX_UP_COMPLETE, 1);
+	gmxd__poll_rings();
+	now_ns += 10000000000LL; /* a idle for 10 s */
+	gmxd__tick(now_ns);
+	up(&b, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings(); /* b needs 48 MB: a must evict */
+	int ta = task_of(&a);
+	assert_int_equal(SRV.cl[ta].evicts, 1);
+	now_ns += 1000000; /* 1 ms later */
+	gmxd__tick(now_ns);
+	if (!SRV.cl[ta].used || SRV.cl[ta].dead || SRV.cl[ta].cut)
+		fail_msg("a was cut off 1 ms after it was told to evict");
+	down(&a, 0, &g, &ev, 1);
+	assert_int_equal(ev, 1);
+	gmxd__poll_rings();
+	down(&b, 1, &g, &ev, 1);
+	assert_int_equal(g, 1);
+	books();
+	/* Still cut off when it never answers. */
+	up(&b, GMX_UP_COMPLETE, 1);
+	up(&a, GMX_UP_NOTICE, 2);
+	gmxd__poll_rings(); /* a needs its memory back: b evicts, and b stays silent */
+	int tb = task_of(&b);
+	assert_int_equal(SRV.cl[tb].evicts, 1);
+	now_ns += 1500000000LL;
+	gmxd__tick(now_ns);
+	assert_true(!SRV.cl[tb].used || SRV.cl[tb].dead);
+	bye(&a);
+	bye(&b);
+	books();
+	gmxd__fini();
+}
+
+static int count_events(const char *prefix)
+{
+	int n = 0;
+	for (int i = 0; i < n_ev; i++)
+		n += strncmp(events[i], prefix, strlen(prefix)) == 0;
+	return n;
+}
+
+/* Clients of one name coming and going make the store write (and flush) that name's profile
+ * at most every GMXD_SAVE_INTERVAL_NS: the first departure saves at once, later ones leave the
+ * profile dirty for the tick after the interval, and shutdown saves what is still dirty. */
+static void test_store_saves_rate_limited(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gmx-test-store.XXXXXX", path[64], file[128];
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/profiles", dir);
+	snprintf(file, sizeof file, "%s/t.gmxprof", path);
+	gmxd_config_default(&cfg);
+	snprintf(cfg.profile_dir, sizeof cfg.profile_dir, "%s", path);
+	snprintf(cfg.policy, sizeof cfg.policy, "fikit");
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	n_ev = 0;
+	for (int i = 0; i < 50; i++) {
+		tconn_t c;
+		assert_int_equal(hello(&c, 0, "t", 0), 'W');
+		gmx_kprof_t *p = SRV.prof_ptr[task_of(&c)];
+		assert_non_null(p);
+		assert_int_equal(gmx_kprof_observe(p, 1 + (uint64_t)i, 0, 100000, 5000, "k"), 0);
+		bye(&c);
+		now_ns += 1000000; /* 1 ms */
+		gmxd__tick(now_ns);
+	}
+	if (count_events("rename ") != 1)
+		fail_msg("%d saves for 50 departures within 50 ms", count_events("rename "));
+	now_ns += GMXD_SAVE_INTERVAL_NS;
+	gmxd__tick(now_ns);
+	assert_int_equal(count_events("rename "), 2); /* the interval passed: what was learned since */
+	gmxd__tick(now_ns + 1);
+	assert_int_equal(count_events("rename "), 2); /* nothing new */
+	tconn_t c;
+	assert_int_equal(hello(&c, 0, "t", 0), 'W');
+	assert_int_equal(gmx_kprof_observe(SRV.prof_ptr[task_of(&c)], 99, 0, 100000, 5000, "k"), 0);
+	bye(&c);
+	assert_int_equal(count_events("rename "), 2);
+	gmxd__fini(); /* shutdown saves it */
+	assert_int_equal(count_events("rename "), 3);
+	unlink(file);
+	rmdir(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -317,6 +450,8 @@ int main(void)
 	    cmocka_unit_test(test_departed_slot_freed_at_once),
 	    cmocka_unit_test(test_profile_entries_reused),
 	    cmocka_unit_test(test_store_save_durable_and_private),
+	    cmocka_unit_test(test_fresh_eviction_not_cut),
+	    cmocka_unit_test(test_store_saves_rate_limited),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,7 +139,7 @@ profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
     # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of
     # measuring again. A name that cannot be a file name is never written.
-    "$D" --help | grep -q fikit || { echo "skipped: no fikit policy in this build"; exit 0; }
+    "$D" --help | grep -q fikit || { echo "SKIPPED: no fikit policy in this build"; exit 77; }
     start_daemon "policy = fikit" "profile_dir = $R/store/profiles" "inflight = 2"
     # serve's profile is saved when serve leaves, while odd is still connected.
     client odd 5 -- --kernels lp:300 --count 100000 --sync-every 16
@@ -300,20 +300,27 @@ kill)
     ;;
 restart)
     # The daemon is killed mid-run and started again: the client runs in pass-through
-    # meanwhile, reconnects, and every command completes in order.
+    # meanwhile, reconnects, and every command completes in order. (The client pauses at
+    # kernel 100 until the daemon is killed, and waits for $R/end before it exits, so that a
+    # run quicker than the test still sees the kill and the reconnection.)
     start_daemon
-    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8
-    for _ in $(seq 100); do grep -q "launch i=100 " "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    rm -f "$R/rs.go" "$R/end"
+    client rs 5 -- --kernels r1:300,r2:200 --count 600 --sync-every 8 --pause-at 100 --resume-when "$R/rs.go" \
+        --end-when "$R/end"
+    for _ in $(seq 400); do grep -q "^paused" "$R/rs.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^paused" "$R/rs.out" || fail "the client never reached kernel 100"
     kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    touch "$R/rs.go" # the client goes on while no daemon runs
     for _ in $(seq 100); do grep -q "disconnected" "$R/rs.shim" && break; sleep 0.02; done
     start_daemon
+    for _ in $(seq 200); do [ "$(grep -c "daemon: connected as client" "$R/rs.shim")" -ge 2 ] && break; sleep 0.05; done
+    touch "$R/end"
     wait $PID_rs
     check_order rs
     grep -q "daemon: disconnected" "$R/rs.shim" || fail "the client did not notice the daemon's death"
     n=$(grep -c "daemon: connected as client" "$R/rs.shim")
     echo "client connections: $n ($(grep -c 'daemon: disconnected' "$R/rs.shim") disconnections)"
-    [ "$n" -ge 2 ] || grep -q '^done$' "$R/rs.out" || fail "the client did not reconnect"
-    grep -q "connected as client" "$R/rs.shim" || fail "never connected"
+    [ "$n" -ge 2 ] || fail "the client did not reconnect"
     ;;
 refused)
     # Only root (and the daemon's user) may use this daemon; uid 65534 is refused with a
@@ -464,6 +471,85 @@ store)
     [ -z "$(find "$R/store/profiles" -name '*.tmp*')" ] || fail "a save left a temporary behind"
     "$G" profile show "$R/store/profiles/serve.gmxprof" >/dev/null || fail "the saved profile does not read back"
     echo "store: $(stat -c '%a %n' "$R/store/profiles" "$R/store/profiles"/*)"
+    ;;
+replay)
+    # More managed allocations than the up ring holds (3000 > 1024 entries), told to the
+    # daemon when the client connects and again after the daemon was killed and restarted: the
+    # daemon's view equals the client's (every byte), and freeing them all afterwards does not
+    # get the client cut off.
+    N=3000
+    want=$((N * 65536))
+    alloc_of() { "$G" status --json 2>/dev/null | jq -r '[.clients[] | select(.name == "rp") | .allocated_bytes] | first // -1'; }
+    wait_alloc() { for _ in $(seq 200); do [ "$(alloc_of)" = "$1" ] && return 0; sleep 0.05; done; return 1; }
+    start_daemon
+    rm -f "$R/go" "$R/end"
+    client rp 5 --oversubscribe -- --kernels r:100 --count 4 --allocs $N --start-when "$R/go" --end-when "$R/end"
+    for _ in $(seq 400); do grep -q '^ready$' "$R/rp.out" 2>/dev/null && break; sleep 0.05; done
+    wait_alloc $want || fail "first session: the daemon holds $(alloc_of) bytes of rp's $want"
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+    for _ in $(seq 100); do grep -q "daemon: disconnected" "$R/rp.shim" && break; sleep 0.02; done
+    start_daemon
+    wait_alloc $want || fail "after the restart: the daemon holds $(alloc_of) bytes of rp's $want"
+    touch "$R/go"
+    for _ in $(seq 400); do grep -q '^waiting$' "$R/rp.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q "^freed $N$" "$R/rp.out" || fail "rp did not free its allocations"
+    wait_alloc 0 || fail "after freeing them all: the daemon holds $(alloc_of) bytes of rp's (expected 0)"
+    touch "$R/end"
+    wait $PID_rp
+    check_order rp
+    ! grep -q "rp): cut off" "$R/daemon.log" || fail "rp was cut off: $(grep "rp): cut off" "$R/daemon.log" | head -1)"
+    n=$(grep -c "daemon: connected as client" "$R/rp.shim")
+    [ "$n" -eq 2 ] || fail "rp connected $n times (expected 2: before and after the restart)"
+    echo "rp: $N allocations replayed twice ($(grep "connected as client" "$R/rp.shim" | sed 's/.*(//;s/)$//' | tr '\n' ' ')), all freed, never cut off"
+    ;;
+fork)
+    # A client forks once connected, under the daemon policy: the child starts with no
+    # connection and no allocations, registers as a client of its own holding only the 1 MB it
+    # allocated itself (not the parent's 16 MB), and both run their kernels in order.
+    start_daemon
+    rm -f "$R/go" "$R/end"
+    client fk 5 --oversubscribe -- --kernels f:200 --count 20 --sync-every 4 --alloc-mb 16 \
+        --fork "$R/fkc.out" --start-when "$R/go" --end-when "$R/end"
+    go fk
+    for f in fk fkc; do
+        for _ in $(seq 400); do grep -q '^waiting$' "$R/$f.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^waiting$' "$R/$f.out" 2>/dev/null || fail "$f did not finish its kernels"
+    done
+    "$G" status --json >"$R/status.json"
+    P=$(pid_of fk) C=$(pid_of fkc)
+    bytes_of() { jq --argjson p "$1" '[.clients[] | select(.pid == $p) | .allocated_bytes] | first // -1' "$R/status.json"; }
+    [ "$(bytes_of "$P")" = $((16 << 20)) ] || fail "the parent holds $(bytes_of "$P") bytes in the daemon (16 MB expected)"
+    [ "$(bytes_of "$C")" = $((1 << 20)) ] ||
+        fail "the child holds $(bytes_of "$C") bytes in the daemon (its own 1 MB expected, not the parent's)"
+    touch "$R/end"
+    wait $PID_fk || fail "the client or its child failed: $(cat "$R/fk.err")"
+    check_order fk
+    check_order fkc
+    ! grep -q "cut off" "$R/daemon.log" || fail "a client was cut off: $(grep "cut off" "$R/daemon.log" | head -1)"
+    echo "fork: parent $P holds $(bytes_of "$P") bytes, child $C holds $(bytes_of "$C") bytes"
+    ;;
+budget)
+    # A client whose allocations exceed what the daemon holds for one task (device + host
+    # memory) is cut off with the reason (E2BIG). The interposer says so once and backs off
+    # instead of reconnecting every GPUMUX_RECONNECT_MS (50 ms here): over ~2 s of kernels,
+    # run unscheduled, it connects once. A client within its budget is unaffected.
+    start_daemon
+    lim=$("$G" status --json | jq .task_memory_limit_bytes)
+    mb=$((lim / 1048576 + 1024))
+    client good 5 --oversubscribe -- --kernels g:200 --count 40 --sync-every 4 --alloc-mb 16
+    client big 5 --oversubscribe -- --kernels b:1000 --count 2000 --sync-every 50 --alloc-mb $mb --touch-mb 1
+    wait $PID_big $PID_good
+    check_order big
+    check_order good
+    n=$(grep -c "daemon: connected as client" "$R/big.shim")
+    cuts=$(grep -c "big): cut off: .* bytes of allocations exceed device + host memory" "$R/daemon.log")
+    said=$(grep -c "gpumux: the daemon cut off this process: .* bytes of allocations exceed device + host memory" "$R/big.err")
+    echo "over its budget: $n connection(s), $cuts cut-off(s), said $said time(s): $(grep "cut off this process" "$R/big.err" | head -1)"
+    [ "$cuts" -ge 1 ] || fail "the client over its budget was not cut off (see $R/daemon.log)"
+    [ "$n" -le 2 ] && [ "$cuts" -le 2 ] || fail "the client over its budget reconnected $n times ($cuts cut-offs)"
+    [ "$said" -eq 1 ] || fail "the interposer said the cut-off $said times (expected once): $(cat "$R/big.err")"
+    grep -q "until its allocations shrink" "$R/big.err" || fail "the interposer did not say it backs off"
+    ! grep -q "good): cut off" "$R/daemon.log" || fail "the client within its budget was cut off"
     ;;
 hostile)
     # Malformed first message, then a client that writes garbage into its ring: each is

@@ -4,7 +4,8 @@
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
  *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
- *              [--start-when FILE] [--record-every K] [--hold-ms MS]
+ *              [--start-when FILE] [--end-when FILE] [--pause-at I --resume-when FILE]
+ *              [--record-every K] [--hold-ms MS] [--allocs N] [--fork CHILD_OUT]
  *              [--hostile bad-hello|bad-ring|stall|huge-alloc|status-len|hello-nonul|silent:N|crowd:N]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
@@ -13,6 +14,12 @@
  * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
  * --start-when: after its allocation and one event record (which connects it to gpumuxd), write
  * "ready" and wait (up to 20 s) until FILE exists, so that several clients launch together.
+ * --pause-at I --resume-when FILE: after kernel I-1, synchronise, write "paused" and wait (up
+ * to 20 s) until FILE exists, so that a test can act at that point however slow the machine.
+ * --allocs N makes N more allocations of 64 KiB before connecting and frees them after the
+ * kernels ("freed N"). --end-when: before exiting, write "waiting" and wait until FILE exists.
+ * --fork: after --start-when, fork; the child writes to CHILD_OUT, starts CUDA over with 1 MB of
+ * its own (if --alloc-mb) and runs the same kernels; the parent waits for it before exiting.
  * --record-every K records an event after every K kernels (never waited for). --hostile talks
  * garbage to gpumuxd (no CUDA at all): silent:N opens N connections that say nothing for
  * --hold-ms (default 6000) and reports how the daemon answered; crowd:N sends N HELLOs at once
@@ -32,6 +39,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,11 +316,42 @@ static int hostile(const char *how, long hold_ms)
 	}
 }
 
+/* Waits until path exists: 0, or -1 (said) after 20 s. */
+static int wait_for(const char *path)
+{
+	for (int t = 0; access(path, F_OK) != 0; t++) {
+		if (t == 20000) {
+			fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", path);
+			return -1;
+		}
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
+/* A context, the module, its functions and a stream of this process. */
+static void cuda_setup(const char *module, int nk, char names[][32], CUfunction *fn, CUstream *st)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+	CU(cuInit(0));
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuCtxSetCurrent(ctx));
+	CU(cuModuleLoadData(&mod, module));
+	for (int k = 0; k < nk; k++)
+		CU(cuModuleGetFunction(&fn[k], mod, names[k]));
+	CU(cuStreamCreate(st, CU_STREAM_NON_BLOCKING));
+}
+
 int main(int argc, char **argv)
 {
-	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL;
+	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
+		   *fork_out = NULL, *resume_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000;
+	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -334,6 +373,16 @@ int main(int argc, char **argv)
 			windows = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--start-when"))
 			start_when = argv[i + 1];
+		else if (!strcmp(argv[i], "--end-when"))
+			end_when = argv[i + 1];
+		else if (!strcmp(argv[i], "--allocs"))
+			allocs = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--fork"))
+			fork_out = argv[i + 1];
+		else if (!strcmp(argv[i], "--pause-at"))
+			pause_at = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--resume-when"))
+			resume_when = argv[i + 1];
 		else if (!strcmp(argv[i], "--hostile"))
 			how = argv[i + 1];
 		else if (!strcmp(argv[i], "--hold-ms"))
@@ -345,6 +394,10 @@ int main(int argc, char **argv)
 	}
 	if (how)
 		return hostile(how, hold_ms);
+	if ((pause_at >= 0) != (resume_when != NULL)) {
+		fprintf(stderr, "e2e_client: --pause-at and --resume-when go together\n");
+		return 2;
+	}
 	FILE *log = out ? fopen(out, "w") : stdout;
 	if (!log) {
 		perror(out);
@@ -368,19 +421,9 @@ int main(int argc, char **argv)
 			 touch_mb > 0 ? "p@2,i32,u64" : "p,i32");
 		nk++;
 	}
-	CUdevice dev;
-	CUcontext ctx;
-	CUmodule mod;
 	CUfunction fn[16];
 	CUstream st;
-	CU(cuInit(0));
-	CU(cuDeviceGet(&dev, 0));
-	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CU(cuCtxSetCurrent(ctx));
-	CU(cuModuleLoadData(&mod, module));
-	for (int k = 0; k < nk; k++)
-		CU(cuModuleGetFunction(&fn[k], mod, names[k]));
-	CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+	cuda_setup(module, nk, names, fn, &st);
 	CUdeviceptr buf = 0;
 	if (alloc_mb > 0) {
 		CUresult r = cuMemAlloc(&buf, (size_t)alloc_mb << 20);
@@ -393,6 +436,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
 		return 2;
 	}
+	CUdeviceptr *small = allocs > 0 ? calloc((size_t)allocs, sizeof *small) : NULL;
+	for (long i = 0; small && i < allocs; i++)
+		CU(cuMemAlloc(&small[i], 64u << 10));
 	if (start_when) {
 		/* An event record reaches the daemon (the interposer connects at its first queued
 		 * command) without touching memory; then wait for the others. */
@@ -402,16 +448,41 @@ int main(int argc, char **argv)
 		CU(cuEventSynchronize(ev));
 		CU(cuEventDestroy(ev));
 		fprintf(log, "ready\n");
-		for (int t = 0; access(start_when, F_OK) != 0; t++) {
-			if (t == 20000) {
-				fprintf(stderr, "e2e_client: %s did not appear within 20 s\n", start_when);
-				return 1;
-			}
-			struct timespec ms = {0, 1000000};
-			nanosleep(&ms, NULL);
+		if (wait_for(start_when) != 0)
+			return 1;
+	}
+	pid_t child = -1;
+	if (fork_out) {
+		/* The child starts CUDA over (nothing of the parent's survives fork), with 1 MB of
+		 * memory of its own when the parent has some, and runs the same kernels. */
+		fflush(log);
+		child = fork();
+		if (child < 0) {
+			perror("e2e_client: fork");
+			return 1;
+		}
+		if (child == 0) {
+			log = fopen(fork_out, "w");
+			if (!log)
+				_exit(1);
+			setvbuf(log, NULL, _IOLBF, 0);
+			fprintf(log, "pid=%d\n", (int)getpid());
+			cuda_setup(module, nk, names, fn, &st);
+			buf = 0;
+			if (alloc_mb > 0)
+				CU(cuMemAlloc(&buf, 1u << 20));
+			touch_mb = 0;
+			allocs = 0;
+			pause_at = -1;
 		}
 	}
 	for (long i = 0; i < count; i++) {
+		if (i == pause_at) {
+			CU(cuStreamSynchronize(st));
+			fprintf(log, "paused\n");
+			if (wait_for(resume_when) != 0)
+				return 1;
+		}
 		int k = (int)(i % nk), idx = (int)i;
 		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
 		unsigned long long touch = (unsigned long long)touch_mb << 20;
@@ -433,8 +504,28 @@ int main(int argc, char **argv)
 		}
 	}
 	CU(cuStreamSynchronize(st));
+	for (long i = 0; small && i < allocs; i++)
+		CU(cuMemFree(small[i]));
+	if (allocs > 0)
+		fprintf(log, "freed %ld\n", allocs);
+	if (end_when) {
+		fprintf(log, "waiting\n");
+		if (wait_for(end_when) != 0)
+			return 1;
+	}
 	if (buf)
 		CU(cuMemFree(buf));
 	fprintf(log, "done\n");
+	if (child == 0) {
+		fclose(log);
+		_exit(0); /* the parent's exit handlers are the parent's */
+	}
+	if (child > 0) {
+		int status = 0;
+		if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "e2e_client: the forked child failed (status %#x)\n", status);
+			return 1;
+		}
+	}
 	return 0;
 }

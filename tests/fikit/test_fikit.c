@@ -152,18 +152,14 @@ typedef struct rig {
 	gmx_cmd_t cmd[64];
 } rig_t;
 
-static void rig_init(rig_t *r, const int *levels, const int64_t *dur, int n)
+/* Creates the policy over the profiles already in r->prof[0..n) and adds the tasks. */
+static void rig_start(rig_t *r, const int *levels, int n)
 {
-	memset(r, 0, sizeof(*r));
 	gmx_device_t dev = {.ctx = &r->f, .now = f_now, .submit = f_submit, .set_timer = f_timer};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
-	for (int t = 0; t < n; t++) {
-		gmx_kprof_init(&r->prof[t], "t");
-		const_profile(&r->prof[t], 100 + (uint64_t)t, dur[t], t == 0 ? 500000 : 0);
-		gmx_kprof_finish(&r->prof[t]);
+	for (int t = 0; t < n; t++)
 		r->pp[t] = &r->prof[t];
-	}
 	p.profiles = r->pp;
 	p.n_profiles = (uint32_t)n;
 	r->ops = gmx_sched_find("fikit");
@@ -171,6 +167,17 @@ static void rig_init(rig_t *r, const int *levels, const int64_t *dur, int n)
 	assert_int_equal(r->ops->create(&p, &dev, &r->pol), 0);
 	for (int t = 0; t < n; t++)
 		assert_int_equal(r->ops->task_add(r->pol, (uint32_t)t, levels[t]), 0);
+}
+
+static void rig_init(rig_t *r, const int *levels, const int64_t *dur, int n)
+{
+	memset(r, 0, sizeof(*r));
+	for (int t = 0; t < n; t++) {
+		gmx_kprof_init(&r->prof[t], "t");
+		const_profile(&r->prof[t], 100 + (uint64_t)t, dur[t], t == 0 ? 500000 : 0);
+		gmx_kprof_finish(&r->prof[t]);
+	}
+	rig_start(r, levels, n);
 }
 
 static void rig_free(rig_t *r, int n)
@@ -357,6 +364,97 @@ static void test_task_index_reuse(void **state)
 	rig_free(&r, 2);
 }
 
+/* Whether cmd reached the device. */
+static int submitted(const rig_t *r, const gmx_cmd_t *cmd)
+{
+	for (uint32_t k = 0; k < r->f.n_sub; k++)
+		if (r->f.sub[k] == cmd)
+			return 1;
+	return 0;
+}
+
+/* Two high-priority tasks idle at once: the lower level may use only the shorter of their
+ * predicted gaps (a 1 ms kernel does not fit beside a 100 us gap, whatever the other's 2 ms). */
+static void hp_gap_of_two(int64_t gap0, int64_t gap1, int want_fill)
+{
+	rig_t r;
+	memset(&r, 0, sizeof(r));
+	int levels[3] = {0, 0, 3};
+	const int64_t gap[3] = {gap0, gap1, 0}, dur[3] = {50000, 50000, 1000000};
+	for (int t = 0; t < 3; t++) {
+		gmx_kprof_init(&r.prof[t], "t");
+		const_profile(&r.prof[t], 100 + (uint64_t)t, dur[t], gap[t]);
+		gmx_kprof_finish(&r.prof[t]);
+	}
+	rig_start(&r, levels, 3);
+	gmx_cmd_t *a = launch(&r, 0, 0, 0), *b = launch(&r, 1, 1, 0), *lp = launch(&r, 2, 2, 0);
+	assert_true(submitted(&r, a) && submitted(&r, b) && !submitted(&r, lp));
+	r.f.now = 50000;
+	r.ops->on_complete(r.pol, b); /* task 1 idle, task 0 still busy: no fill */
+	assert_false(submitted(&r, lp));
+	r.f.now = 60000;
+	r.ops->on_complete(r.pol, a); /* both idle */
+	if (submitted(&r, lp) != want_fill)
+		fail_msg("gaps %lld and %lld us: the 1 ms kernel was %s", (long long)gap0 / 1000, (long long)gap1 / 1000,
+			 want_fill ? "held" : "placed");
+	rig_free(&r, 3);
+}
+
+static void test_hp_gap_is_the_shortest(void **state)
+{
+	(void)state;
+	hp_gap_of_two(100000, 2000000, 0);
+	hp_gap_of_two(2000000, 100000, 0);
+	hp_gap_of_two(2000000, 2000000, 1); /* the control: both long, the kernel fits */
+}
+
+/* A kernel that completes while its host waits for it, with nothing queued behind it, ends a
+ * request: its gap is looked up in the AFTER_SYNC context (the wait for the next request),
+ * not the mid-request one. Kernel K after A: 10 us mid-request, 3 ms after a sync. */
+static void after_sync(int host_waits, int want_fill)
+{
+	rig_t r;
+	memset(&r, 0, sizeof(r));
+	int levels[2] = {0, 3};
+	const uint64_t A = 500, K = 501;
+	gmx_kprof_init(&r.prof[0], "hp");
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(gmx_kprof_observe(&r.prof[0], A, 0, 50000, 10000, "A"), 0);
+		assert_int_equal(gmx_kprof_observe(&r.prof[0], K, A, 50000, 10000, "K"), 0);
+		assert_int_equal(gmx_kprof_observe(&r.prof[0], K, GMX_KPROF_AFTER_SYNC(A), 50000, 3000000, "K"), 0);
+	}
+	gmx_kprof_finish(&r.prof[0]);
+	assert_non_null(gmx_kprof_find(&r.prof[0], K, GMX_KPROF_AFTER_SYNC(A)));
+	gmx_kprof_init(&r.prof[1], "lp");
+	const_profile(&r.prof[1], 101, 1000000, 0);
+	gmx_kprof_finish(&r.prof[1]);
+	rig_start(&r, levels, 2);
+	gmx_cmd_t *a = &r.cmd[0], *k = &r.cmd[1];
+	*a = (gmx_cmd_t){.seq = 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = A};
+	*k = (gmx_cmd_t){.seq = 2, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = K};
+	r.ops->on_launch(r.pol, a);
+	r.ops->on_launch(r.pol, k);
+	gmx_cmd_t *lp = launch(&r, 2, 1, 0);
+	assert_false(submitted(&r, lp));
+	r.f.now = 50000;
+	r.ops->on_complete(r.pol, a);
+	if (host_waits)
+		r.ops->on_host_wait(r.pol, 0);
+	r.f.now = 100000;
+	r.ops->on_complete(r.pol, k);
+	if (submitted(&r, lp) != want_fill)
+		fail_msg("host %s: the 1 ms kernel was %s", host_waits ? "waiting" : "not waiting",
+			 want_fill ? "held" : "placed");
+	rig_free(&r, 2);
+}
+
+static void test_after_sync_context(void **state)
+{
+	(void)state;
+	after_sync(1, 1); /* end of a request: a 3 ms gap, the 1 ms kernel fits */
+	after_sync(0, 0); /* mid-request: a 10 us gap, it does not */
+}
+
 static void make_profile(gmx_kprof_t *p)
 {
 	gmx_kprof_init(p, "inference");
@@ -468,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_switch_cost),      cmocka_unit_test(test_stream_order),
 		cmocka_unit_test(test_starvation_bound), cmocka_unit_test(test_profile_roundtrip),
 		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse),
+		cmocka_unit_test(test_hp_gap_is_the_shortest), cmocka_unit_test(test_after_sync_context),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -224,6 +224,58 @@ static void test_planner_bruteforce(void **state)
 	}
 }
 
+/* Within the slice that needs them, the units needed last are evicted first (the slice's first
+ * kernels find theirs in place); units no slice needs go before any; the next slice's are
+ * kept. The brute force above counts loads only, which this order does not change. */
+static void test_planner_within_slice_order(void **state)
+{
+	(void)state;
+	gmx_mplan_t *p;
+	assert_int_equal(gmx_mplan_create(8, &p), 0);
+	/* slice 0 needs 0 then 5; slice 1 needs 3, 2, 1 (in that order); slice 2 needs 6 */
+	const uint32_t need[] = {0, 5, 3, 2, 3, 1, 6}, first[] = {0, 2, 6, 7};
+	gmx_mplan_timeline_t tl = {3, first, need};
+	const uint32_t resident[] = {1, 2, 3, 4, 5, 6, 7};
+	uint8_t is_res[8] = {0, 1, 1, 1, 1, 1, 1, 1};
+	uint32_t evict[7], load[2], n_load, n_keep;
+	assert_int_equal(gmx_mplan_switch(p, &tl, resident, 7, is_res, evict, load, &n_load, &n_keep), 0);
+	const uint32_t want[] = {7, 4, 6, 1, 2, 3, 5}; /* none (by unit), slice 2, slice 1 last-needed first, next */
+	for (int i = 0; i < 7; i++)
+		if (evict[i] != want[i])
+			fail_msg("eviction %d: unit %u, expected %u", i, evict[i], want[i]);
+	assert_int_equal(n_keep, 1);
+	assert_int_equal(n_load, 1);
+	assert_int_equal(load[0], 0);
+	gmx_mplan_destroy(p);
+}
+
+/* Positions within a slice are not truncated: a slice longer than 2^24 entries still evicts
+ * the unit it needs at its end before the one it needs at position 5. */
+static void test_planner_long_slice(void **state)
+{
+	(void)state;
+	const uint32_t len = (1u << 24) + 2;
+	uint32_t *need = malloc((size_t)(len + 1) * sizeof(*need));
+	assert_non_null(need);
+	need[0] = 0; /* slice 0 */
+	for (uint32_t i = 1; i <= len; i++)
+		need[i] = 0;
+	need[1 + 5] = 1;
+	need[1 + (1u << 24) + 1] = 2; /* 2^24 + 1 & 0xffffff = 1 < 5 when truncated */
+	const uint32_t first[] = {0, 1, len + 1};
+	gmx_mplan_timeline_t tl = {2, first, need};
+	gmx_mplan_t *p;
+	assert_int_equal(gmx_mplan_create(3, &p), 0);
+	const uint32_t resident[] = {1, 2};
+	uint8_t is_res[3] = {0, 1, 1};
+	uint32_t evict[2], load[1], n_load, n_keep;
+	assert_int_equal(gmx_mplan_switch(p, &tl, resident, 2, is_res, evict, load, &n_load, &n_keep), 0);
+	assert_int_equal(evict[0], 2);
+	assert_int_equal(evict[1], 1);
+	gmx_mplan_destroy(p);
+	free(need);
+}
+
 static void test_timeline_order(void **state)
 {
 	(void)state;
@@ -396,6 +448,8 @@ int main(void)
 		cmocka_unit_test(test_template_kinds),
 		cmocka_unit_test(test_template_uncovered),
 		cmocka_unit_test(test_planner_bruteforce),
+		cmocka_unit_test(test_planner_within_slice_order),
+		cmocka_unit_test(test_planner_long_slice),
 		cmocka_unit_test(test_timeline_order),
 		cmocka_unit_test(test_msched_no_missing),
 		cmocka_unit_test(test_msched_whole_allocation_fallback),

@@ -73,7 +73,7 @@ static const char *write_tmp(const char *suffix, const char *text, char *path, s
 }
 
 static const char workload_text[] =
-	"gpumux-workload 1\n"
+	"gpumux-workload 2\n"
 	"name oom\n"
 	"unit iteration\n"
 	"buffer id=0 size=0x800000 name=a\n"
@@ -83,7 +83,8 @@ static const char workload_text[] =
 	"kernel s=0 think=1000 dur=50000 name=0 grid=64,1,1 block=256,1,1 args=p:0x200000000,p:0x200800000,i4:1024 "
 	"touch=0+0:0x800000,1+0:0x400000\n"
 	"kernel s=1 think=1000 dur=20000 name=1 args=p:0x200000000,p:0x200800000 touch=0+0:0x100000\n"
-	"sync s=all\n";
+	"sync s=all\n"
+	"end buffers=2 knames=2 ops=3\n";
 
 /* Runs fn with the Nth allocation failing until it succeeds; each failed run
  * must report an error. Returns how many allocations a successful run made. */

@@ -7,6 +7,8 @@
  *   kill       a process killed while holding the engine lock or queued work wedges nobody
  *   fork       a forked child initialises and runs work of its own
  *   errors     bad handles and bad modules give the driver's error codes
+ *   legacy     the legacy default stream waits for blocking streams and they for it
+ *   stall_*    a daemon socket that stalls the connection attempt delays no other thread
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -20,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -312,6 +316,14 @@ static int t_procaddr(void)
 
 /* ---- hold: nothing runs while held; everything resumes when released ---- */
 
+/* Ends the hold a little later, from another thread (the caller is blocked meanwhile). */
+static void *unhold_later(void *hold)
+{
+	usleep(100000);
+	unlink(hold);
+	return NULL;
+}
+
 static int t_hold(void)
 {
 	const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
@@ -353,6 +365,16 @@ static int t_hold(void)
 		CHECK(strstr(s2, "kind=event_record"));
 		free(s2);
 	}
+	/* a free first hands queued work to the driver (whose free then waits for it): work
+	 * still held when cuMemFree is called has run when it returns */
+	f = fopen(hold, "w");
+	fclose(f);
+	CU(launch_slow(s, d, d, 200));
+	pthread_t t;
+	pthread_create(&t, NULL, unhold_later, (void *)hold);
+	CU(cuMemFree(d));
+	CHECK(cuStreamQuery(s) == CUDA_SUCCESS);
+	pthread_join(t, NULL);
 	return g_fail;
 }
 
@@ -403,6 +425,20 @@ static int t_kill(void)
 
 /* ---- fork: the child starts over and works ---- */
 
+/* Launches and synchronises on a stream of its own until *stop. */
+static void *busy_launcher(void *stop)
+{
+	CU(cuCtxSetCurrent(g_ctx));
+	CUstream s;
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; !*(volatile int *)stop; i++) {
+		CU(launch_marker(s, 1000 + i));
+		CU(cuStreamSynchronize(s));
+	}
+	CU(cuStreamDestroy(s));
+	return NULL;
+}
+
 static int t_fork(void)
 {
 	setup();
@@ -426,6 +462,197 @@ static int t_fork(void)
 	int st;
 	waitpid(c, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* forks while another thread keeps the queue (and under the daemon policy the link to the
+	 * daemon) busy: the shim takes its locks before fork, so each child finds them consistent
+	 * and released, and works */
+	volatile int stop = 0;
+	pthread_t t;
+	pthread_create(&t, NULL, busy_launcher, (void *)&stop);
+	for (int i = 0; i < 20; i++) {
+		pid_t k = fork();
+		if (k == 0) {
+			g_fail = 0;
+			alarm(30);
+			setup();
+			CU(launch_marker(NULL, 10 + i));
+			CU(cuCtxSynchronize());
+			_exit(g_fail);
+		}
+		int ks;
+		waitpid(k, &ks, 0);
+		CHECK(WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
+	}
+	stop = 1;
+	pthread_join(t, NULL);
+	return g_fail;
+}
+
+/* ---- legacy: the legacy default stream's ordering rules, both directions ---- */
+
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return (x > y) - (x < y);
+}
+
+/* The kernels of the stand-in's log in the order they started, joined by spaces. */
+static void kernel_order(const char *log, char *out, size_t len)
+{
+	char *s = slurp(log);
+	size_t n = 0, cap = 64;
+	long long(*k)[2] = malloc(cap * sizeof *k);
+	char names[64][32];
+	for (char *line = strtok(s, "\n"); line && n < 64; line = strtok(NULL, "\n")) {
+		long long start;
+		char name[32];
+		const char *kn = strstr(line, "kind=kernel name=");
+		if (!kn || sscanf(line, "start_ns=%lld", &start) != 1 ||
+		    sscanf(kn, "kind=kernel name=%31s", name) != 1)
+			continue;
+		k[n][0] = start;
+		k[n][1] = (long long)n;
+		snprintf(names[n], sizeof names[n], "%s", name);
+		n++;
+	}
+	qsort(k, n, sizeof *k, cmp_ll);
+	out[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(out);
+		snprintf(out + l, len - l, "%s%s", i ? " " : "", names[k[i][1]]);
+	}
+	free(k);
+	free(s);
+}
+
+/* Under the hold policy, work queued while held is released in one pass when the hold ends,
+ * visiting the newest queue first: only the shim's rules keep the driver's legacy semantics.
+ * 1. a legacy-stream command queued after a blocking stream's waits for it;
+ * 2. a blocking stream's command queued after a legacy-stream one waits for it. */
+static int t_legacy(void)
+{
+	const char *hold = getenv("GPUMUX_SHIM_HOLD_FILE");
+	const char *log = getenv("GPUMUX_STANDIN_LOG");
+	CHECK(hold && log);
+	if (!hold || !log)
+		return 1;
+	setup();
+	CUstream b, c;
+	CU(cuStreamCreate(&b, CU_STREAM_DEFAULT));
+	CU(cuStreamCreate(&c, CU_STREAM_DEFAULT));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	int n = 1;
+	void *fargs[] = {&d, &n};
+	/* 1: b's queue exists first, the legacy queue is newer (visited first on release). */
+	fclose(fopen(hold, "w"));
+	CU(launch_marker(b, 1));
+	CU(cuLaunchKernel(g_fast, 1, 1, 1, 32, 1, 1, 0, NULL, fargs, NULL));
+	unlink(hold);
+	CU(cuCtxSynchronize());
+	/* 2: c's queue is newer than the legacy queue (visited first on release). */
+	fclose(fopen(hold, "w"));
+	CU(launch_slow(NULL, d, d, 2));
+	CU(launch_marker(c, 3));
+	unlink(hold);
+	CU(cuCtxSynchronize());
+	char order[512];
+	kernel_order(log, order, sizeof order);
+	if (strcmp(order, "marker fast slow marker") != 0) {
+		fprintf(stderr, "kernels started in the order '%s', expected 'marker fast slow marker'\n",
+			order);
+		g_fail = 1;
+	}
+	CU(cuMemFree(d));
+	CU(cuStreamDestroy(b));
+	CU(cuStreamDestroy(c));
+	return g_fail;
+}
+/* ---- stall: a daemon whose socket stalls the connection attempt delays no other thread ---- */
+
+typedef struct {
+	volatile int in_first_call, first_call_done, other_done, other_done_before_first;
+	CUstream s;
+} stall_t;
+
+/* Waits (up to 20 s) until the shim's log has a line containing what. */
+static int wait_log(const char *what)
+{
+	const char *slog = getenv("GPUMUX_SHIM_LOG");
+	for (int i = 0; slog && i < 4000; i++) {
+		char *s = slurp(slog);
+		int found = strstr(s, what) != NULL;
+		free(s);
+		if (found)
+			return 1;
+		usleep(5000);
+	}
+	return 0;
+}
+
+/* Another thread's launches and synchronisations, once the first caller is stalled. */
+static void *stall_other(void *arg)
+{
+	stall_t *st = arg;
+	CU(cuCtxSetCurrent(g_ctx));
+	while (!st->in_first_call)
+		usleep(1000);
+	CHECK(wait_log("daemon: connecting to"));
+	for (int i = 0; i < 5; i++) {
+		CU(launch_marker(st->s, 100 + i));
+		CU(cuStreamSynchronize(st->s));
+	}
+	st->other_done_before_first = !st->first_call_done;
+	st->other_done = 1;
+	return NULL;
+}
+
+/* $GPUMUX_RUNTIME_DIR/gpumuxd.sock accepts connections but never answers (silent), or has a
+ * full listen backlog so that connect itself blocks (backlog). The first queued command starts
+ * the connection attempt; while it is stalled, another thread's launches and synchronisations
+ * must complete (they used to wait behind the queue lock the attempt was made under). */
+static int t_stall(int backlog)
+{
+	const char *dir = getenv("GPUMUX_RUNTIME_DIR");
+	CHECK(dir != NULL);
+	if (!dir)
+		return 1;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s/gpumuxd.sock", dir);
+	unlink(sa.sun_path);
+	int l = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, backlog ? 0 : 16) != 0) {
+		perror("stall: listening socket");
+		return 1;
+	}
+	int filled = 0;
+	while (backlog && filled < 64) { /* fill the backlog: the next blocking connect waits */
+		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+		if (connect(c, (struct sockaddr *)&sa, sizeof sa) != 0) {
+			close(c);
+			break;
+		}
+		filled++;
+	}
+	CHECK(!backlog || (filled > 0 && filled < 64));
+	alarm(30); /* a stalled thread fails the test instead of hanging it */
+	setup();
+	stall_t st = {0};
+	CU(cuStreamCreate(&st.s, CU_STREAM_NON_BLOCKING));
+	pthread_t t;
+	pthread_create(&t, NULL, stall_other, &st);
+	st.in_first_call = 1;
+	CU(launch_marker(NULL, 1)); /* the first queued command: the connection attempt starts */
+	st.first_call_done = 1;
+	pthread_join(t, NULL);
+	CHECK(st.other_done);
+	if (!st.other_done_before_first) {
+		fprintf(stderr,
+			"stall: the other thread's CUDA calls waited for the stalled connection attempt\n");
+		g_fail = 1;
+	}
+	CU(cuCtxSynchronize());
+	alarm(0);
+	unlink(sa.sun_path);
 	return g_fail;
 }
 
@@ -477,7 +704,10 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s basic|events|procaddr|hold|kill|fork|errors\n", argv[0]);
+		fprintf(stderr,
+			"usage: %s "
+			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n",
+			argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -486,14 +716,17 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 2; i++)
 		if (logs[i] && *logs[i])
 			fclose(fopen(logs[i], "w"));
-	int rc = !strcmp(t, "basic")	  ? t_basic()
-		 : !strcmp(t, "events")	  ? t_events()
-		 : !strcmp(t, "procaddr") ? t_procaddr()
-		 : !strcmp(t, "hold")	  ? t_hold()
-		 : !strcmp(t, "kill")	  ? t_kill()
-		 : !strcmp(t, "fork")	  ? t_fork()
-		 : !strcmp(t, "errors")	  ? t_errors()
-					  : 2;
+	int rc = !strcmp(t, "basic")	       ? t_basic()
+		 : !strcmp(t, "events")	       ? t_events()
+		 : !strcmp(t, "procaddr")      ? t_procaddr()
+		 : !strcmp(t, "hold")	       ? t_hold()
+		 : !strcmp(t, "kill")	       ? t_kill()
+		 : !strcmp(t, "fork")	       ? t_fork()
+		 : !strcmp(t, "errors")	       ? t_errors()
+		 : !strcmp(t, "legacy")	       ? t_legacy()
+		 : !strcmp(t, "stall_backlog") ? t_stall(1)
+		 : !strcmp(t, "stall_silent")  ? t_stall(0)
+					       : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);
 	return rc;

@@ -1,5 +1,6 @@
 /* The engine: closed-loop timing, determinism, memory modes agreeing when
  * memory suffices, ideal between um and inmem, invariants, exclusive runs. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,113 @@ static void timeslice_preempts_kernels_stalled_on_faults(void **state)
 	gmx_workload_free(&b);
 }
 
+/* The GPU's time slicing is blind to priority: a high-priority task busy for
+ * 20 ms at a time takes turns with a low-priority one and needs about twice
+ * that; under hpf (round robin within the best level that has work) it waits
+ * at most for the slice running when its work arrives. */
+static void timeslice_is_blind_to_priority_and_hpf_is_not(void **state)
+{
+	(void)state;
+	gmx_workload_t hp, lp;
+	tu_sweep(&hp, "hp", 1 << 20, 20, 4096, 1000000, 0);
+	hp.ops[0].think_ns = 5000000; /* 5 ms idle between requests */
+	tu_sweep(&lp, "lp", 1 << 20, 1, 4096, 10000000, 0);
+	gmx_sim_task_t t[2] = {{.name = "hp", .priority = 0, .workload = &hp},
+			       {.name = "lp", .priority = 5, .workload = &lp}};
+	gmx_sim_config_t c = base_config(t, 2, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t blind, hpf;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &blind, err, sizeof(err)), 0);
+	c.policy = gmx_sched_find("hpf");
+	assert_non_null(c.policy);
+	assert_int_equal(gmx_sim_run(&c, &hpf, err, sizeof(err)), 0);
+	/* A unit: 5 ms of host time, then 20 ms of kernels. hpf: after at most
+	 * one 2 ms slice of lp and a switch. */
+	assert_true(hpf.tasks[0].lat_p99_s < 0.0275);
+	/* blind: lp gets every other turn while hp has work */
+	assert_true(blind.tasks[0].lat_p50_s > 0.040);
+	assert_true(blind.tasks[1].throughput_per_s > 1.5 * hpf.tasks[1].throughput_per_s);
+	gmx_workload_free(&hp);
+	gmx_workload_free(&lp);
+}
+
+/* One task alone runs exactly as under exclusive whatever the scheduler: a
+ * slice that expires with nobody else waiting is renewed without a switch. */
+static void one_task_alone_runs_as_under_exclusive(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	tu_sweep(&w, "one", 1 << 20, 40, 4096, 700000, 3000); /* 28 ms units: many slices */
+	gmx_sim_task_t t = {.name = "one", .priority = 3, .workload = &w};
+	const char *scheds[] = {"timeslice", "hpf", "timeline", "fikit", "streamprio", "mps"};
+	gmx_sim_config_t c = base_config(&t, 1, "exclusive", GMX_MEM_INMEM, 1ull << 30);
+	gmx_sim_result_t ex, r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &ex, err, sizeof(err)), 0);
+	for (size_t i = 0; i < sizeof(scheds) / sizeof(scheds[0]); i++) {
+		c.policy = gmx_sched_find(scheds[i]);
+		assert_non_null(c.policy);
+		assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+		assert_int_equal(r.tasks[0].units, ex.tasks[0].units);
+		assert_true(r.tasks[0].lat_p50_s == ex.tasks[0].lat_p50_s);
+		assert_true(r.tasks[0].lat_p99_s == ex.tasks[0].lat_p99_s);
+	}
+	gmx_workload_free(&w);
+}
+
+/* Adds op (kind, stream, duration, event) to w. */
+static void add(gmx_workload_t *w, uint8_t kind, int16_t stream, uint64_t dur, uint32_t event)
+{
+	gmx_op_t op = {.kind = kind, .stream = stream, .duration_ns = dur, .bytes = 1 << 20, .event = event,
+		       .buffer = UINT32_MAX, .klass = GMX_CLASS_UNKNOWN};
+	assert_int_equal(gmx_workload_add_op(w, &op, NULL), 0);
+}
+
+/* cudaEventRecord on stream 1 after its 1 ms kernel, cudaStreamWaitEvent on
+ * stream 0: stream 0's 100 us kernel starts only after the 1 ms one. A
+ * device-to-device copy runs on a copy engine, beside kernels. */
+static void a_stream_waits_for_the_event_it_was_told_to(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	uint32_t nm;
+	assert_int_equal(gmx_workload_init(&w, "ev"), 0);
+	assert_int_equal(gmx_workload_intern_name(&w, "k", &nm), 0);
+	add(&w, GMX_OP_KERNEL, 1, 1000000, 0);
+	add(&w, GMX_OP_RECORD, 1, 0, 7);
+	add(&w, GMX_OP_KERNEL, 1, 50000, 0); /* after the record: not waited for */
+	add(&w, GMX_OP_WAIT, 0, 0, 7);
+	add(&w, GMX_OP_WAIT, 0, 0, 9); /* never recorded: waits for nothing */
+	add(&w, GMX_OP_KERNEL, 0, 100000, 0);
+	add(&w, GMX_OP_COPY_D2D, 2, 400000, 0);
+	gmx_op_t sync = {.kind = GMX_OP_SYNC, .stream = -1, .buffer = UINT32_MAX};
+	assert_int_equal(gmx_workload_add_op(&w, &sync, NULL), 0);
+	gmx_sim_task_t t = {.name = "ev", .units = 1, .workload = &w};
+	gmx_sim_config_t c = base_config(&t, 1, "timeslice", GMX_MEM_INMEM, 1ull << 30);
+	c.sched.inflight_max = 8;
+	gmx_sim_timeline_t tl = {0};
+	c.timeline = &tl;
+	gmx_sim_result_t r;
+	char err[256];
+	assert_int_equal(gmx_sim_run(&c, &r, err, sizeof(err)), 0);
+	int64_t k1_end = -1, k0_start = -1, copy_start = -1;
+	for (uint64_t i = 0; i < tl.n; i++) {
+		if (tl.spans[i].stream == 1 && tl.spans[i].op == 0)
+			k1_end = tl.spans[i].end_ns;
+		if (tl.spans[i].stream == 0)
+			k0_start = tl.spans[i].start_ns;
+		if (tl.spans[i].stream == 2)
+			copy_start = tl.spans[i].start_ns;
+	}
+	assert_true(k1_end > 0 && k0_start >= k1_end);
+	assert_true(k0_start < k1_end + 10000);
+	assert_true(copy_start >= 0 && copy_start < 20000); /* beside the kernel, not after it */
+	/* one unit: 8 us launch + 1 ms + 2 us gap + 100 us; the 50 us kernel overlaps */
+	assert_true(r.tasks[0].jct_s > 1.100e-3 && r.tasks[0].jct_s < 1.115e-3);
+	free(tl.spans);
+	gmx_workload_free(&w);
+}
+
 static void footprint_beyond_host_memory_is_refused(void **state)
 {
 	(void)state;
@@ -280,6 +388,34 @@ static void footprint_beyond_host_memory_is_refused(void **state)
 	gmx_workload_free(&a);
 }
 
+/* One rule for a kernel that needs more memory than the device holds: every
+ * memory mode but inmem refuses the scenario up front, naming the kernel. */
+static void kernel_larger_than_the_device_is_refused_by_every_mode(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	tu_sweep(&w, "big", 96ull << 20, 2, 96ull << 20, 100000, 5000); /* each kernel: all 96 MiB */
+	gmx_sim_task_t t = {.name = "big", .workload = &w};
+	char err[512];
+	for (int m = 0; m < GMX_MEM_MODE_COUNT; m++) {
+		gmx_sim_config_t c = base_config(&t, 1, m >= GMX_MEM_MSCHED ? "timeline" : "timeslice",
+						 (gmx_mem_mode_t)m, 64ull << 20);
+		c.duration_ns = 10000000LL;
+		gmx_sim_result_t *r = calloc(1, sizeof(*r));
+		assert_non_null(r);
+		int rc = gmx_sim_run(&c, r, err, sizeof(err));
+		if (m == GMX_MEM_INMEM) {
+			assert_int_equal(rc, 0);
+		} else {
+			assert_int_equal(rc, -E2BIG);
+			assert_non_null(strstr(err, "task big: kernel sweep (op 0) touches 0.09 GiB"));
+			assert_non_null(strstr(err, "only inmem can"));
+		}
+		free(r);
+	}
+	gmx_workload_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,7 +428,11 @@ int main(void)
 	    cmocka_unit_test(timeslice_shares_the_device_equally),
 	    cmocka_unit_test(timeslice_preempts_a_long_kernel),
 	    cmocka_unit_test(timeslice_preempts_kernels_stalled_on_faults),
+	    cmocka_unit_test(timeslice_is_blind_to_priority_and_hpf_is_not),
+	    cmocka_unit_test(one_task_alone_runs_as_under_exclusive),
+	    cmocka_unit_test(a_stream_waits_for_the_event_it_was_told_to),
 	    cmocka_unit_test(footprint_beyond_host_memory_is_refused),
+	    cmocka_unit_test(kernel_larger_than_the_device_is_refused_by_every_mode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

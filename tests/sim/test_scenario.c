@@ -122,7 +122,59 @@ static void bad_generator_parameter(void **state)
 static void missing_workload(void **state)
 {
 	(void)state;
-	expect_error("[scenario]\n[task a]\npriority = 1\n", 3, "has no workload");
+	expect_error("[scenario]\n[task a]\npriority = 1\n", 2, "has no workload"); /* the section's line */
+}
+
+/* One name, one task: a second [task a] (even an empty one, even spelt with more blanks) and a
+ * name that a count = N expansion also makes are refused, with the lines of both. */
+static void duplicate_task_names(void **state)
+{
+	(void)state;
+	expect_error("[task a]\nworkload = vector-add\n[task a]\nworkload = matmul\n", 3, "[task a] is defined twice");
+	expect_error("[task a]\nworkload = vector-add\n[task a]\n", 3, "[task a] is defined twice");
+	expect_error("[task a]\nworkload = vector-add\n[task   a]\n", 3, "[task a] is defined twice");
+	expect_error("[task a]\nworkload = vector-add\n[task a]\n", 3, ".ini:1)");
+	expect_error("[task a0]\nworkload = vector-add\n[task a]\nworkload = vector-add\ncount = 2\n", 5,
+		     "names a task 'a0' that [task a0] at");
+	expect_error("[task a]\nworkload = vector-add\ncount = 2\n[task a1]\nworkload = vector-add\n", 4,
+		     "[task a1] names a task 'a1' that [task a] with count at");
+	expect_error("[task a]\nworkload = vector-add\ncount = 64\n[task b]\nworkload = vector-add\n", 4,
+		     "[task b] brings the scenario to 65 tasks");
+}
+
+/* sched and mem are checked where they are written, and the slice against the bounds the
+ * run holds it to. */
+static void scenario_keys_checked_at_their_line(void **state)
+{
+	(void)state;
+	expect_error("[scenario]\nsched = bogus\n[task a]\nworkload = vector-add\n", 2, "unknown scheduler 'bogus'");
+	expect_error("[scenario]\nmem = bogus\n[task a]\nworkload = vector-add\n", 2, "unknown memory mode 'bogus'");
+	expect_error("[scenario]\nslice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2, "slice_ms '0.005'");
+	expect_error("[scenario]\nmem_slice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2, "mem_slice_ms '0.005'");
+	expect_error("[scenario]\nduration_s = 0x10\n[task a]\nworkload = vector-add\n", 2, "duration_s '0x10'");
+	expect_error("[scenario]\nseed = 1.5\n[task a]\nworkload = vector-add\n", 2, "seed '1.5'");
+	expect_error("[scenario]\nwarmup_s = inf\n[task a]\nworkload = vector-add\n", 2, "warmup_s 'inf'");
+	expect_error("[task a]\nworkload = vector-add\ncount = 0x2\n", 3, "count '0x2'");
+	expect_error("[scenario]\n\n[task a]\nworkload = vector-add\narrival = trace\narrivals = nonexist.json\n", 6,
+		     "arrivals file: unable to open");
+	/* A line too long for the INI reader is named as such, at its own line. */
+	char text[1024];
+	snprintf(text, sizeof(text), "[task a]\nworkload = %0300d\nunits = 1\n", 0);
+	expect_error(text, 2, "line longer than");
+	/* The smallest slice the parser takes runs. */
+	char err[512];
+	gmx_scenario_t sc;
+	int rc = load_scenario("[scenario]\nslice_ms = 0.01\nduration_s = 0.001\n[task a]\nworkload = vector-add\n"
+			       "footprint = 1200000\n", &sc, err, sizeof(err));
+	if (rc)
+		fail_msg("%s", err);
+	gmx_sim_result_t *res = calloc(1, sizeof(*res));
+	assert_non_null(res);
+	rc = gmx_scenario_run(&sc, sc.sched, sc.mem, res, err, sizeof(err));
+	if (rc)
+		fail_msg("%s", err);
+	free(res);
+	gmx_scenario_free(&sc);
 }
 
 static void missing_file(void **state)
@@ -147,7 +199,8 @@ int main(void)
 		cmocka_unit_test(unknown_section),        cmocka_unit_test(unknown_preset),
 		cmocka_unit_test(bad_priority),           cmocka_unit_test(negative_units),
 		cmocka_unit_test(unknown_generator),      cmocka_unit_test(bad_generator_parameter),
-		cmocka_unit_test(missing_workload),       cmocka_unit_test(missing_file),
+		cmocka_unit_test(missing_workload), cmocka_unit_test(duplicate_task_names),
+		cmocka_unit_test(scenario_keys_checked_at_their_line),       cmocka_unit_test(missing_file),
 		cmocka_unit_test(missing_workload_file),
 		cmocka_unit_test(bad_warmup),             cmocka_unit_test(warmup_is_read_and_defaults_to_zero),
 	};

@@ -348,6 +348,66 @@ static void test_reef(void **state)
 	gmx_workload_free(&w);
 }
 
+/* Bytes of the distinct buffers the kernels point into, over the bytes they touch:
+ * what whole-allocation prediction would move per byte needed. */
+static double whole_alloc_over_touched(const gmx_workload_t *w)
+{
+	double touched = 0, whole = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++) {
+		const gmx_op_t *o = &w->ops[i];
+		if (o->kind != GMX_OP_KERNEL)
+			continue;
+		for (uint32_t r = 0; r < o->region_count; r++) {
+			const gmx_region_t *rg = &w->regions[o->region_first + r];
+			int seen = 0;
+			for (uint32_t q = 0; q < r && !seen; q++)
+				seen = w->regions[o->region_first + q].buffer == rg->buffer;
+			touched += (double)rg->length;
+			if (!seen)
+				whole += (double)w->buffers[rg->buffer].size;
+		}
+	}
+	return touched > 0 ? whole / touched : 0;
+}
+
+static void test_cnn(void **state)
+{
+	(void)state;
+	static const char *const models[] = {"resnet152", "vgg19", "inception3", "densenet201"};
+	/* kernels per request, as PyTorch eager runs them (conv, bn, relu, add, pool, cat copies, gemm) */
+	static const uint32_t kernels[] = {514, 43, 347, 2509};
+	for (int i = 0; i < 4; i++) {
+		gmx_workload_t w, big;
+		build("cnn", (const char *const[]){"model", models[i], NULL}, &w);
+		check_consistent(&w);
+		assert_int_equal(count_kernels(&w), kernels[i]);
+		assert_string_equal(w.unit, "request");
+		/* parameters are packed as the caching allocator packs them: far fewer
+		 * 2 MiB-aligned buffers than parameter tensors (resnet152 alone has 777) */
+		assert_true(w.n_buffers < 60);
+		build("cnn", (const char *const[]){"model", models[i], "footprint", "6G", NULL}, &big);
+		check_consistent(&big);
+		assert_true(gmx_workload_footprint(&big) <= 6ull << 30);
+		assert_true(gmx_workload_footprint(&big) > 5ull << 30);
+		/* kernels touch their tensors, not whole segments: whole-allocation
+		 * prediction would move several times the bytes (the paper's Table 1:
+		 * 78-91% false positives on PyTorch inference) */
+		assert_true(whole_alloc_over_touched(&big) > 2.0);
+		assert_true(gmx_workload_gpu_ns(&big) > 100 * gmx_workload_gpu_ns(&w));
+		gmx_workload_free(&big);
+		gmx_workload_free(&w);
+	}
+	/* resnet152 at batch 1: 11.5 GMAC; compute-bound at batch 64 */
+	gmx_workload_t w;
+	build("cnn", (const char *const[]){"model", "resnet152", "batch", "64", NULL}, &w);
+	double ms = (double)gmx_workload_gpu_ns(&w) / 1e6;
+	assert_true(ms > 80 && ms < 130);
+	gmx_workload_free(&w);
+	expect_gen_error("cnn", (const char *const[]){"model", "alexnet", NULL}, "model");
+	expect_gen_error("cnn", (const char *const[]){"batch", "2", "footprint", "1G", NULL}, "not both");
+	expect_gen_error("cnn", (const char *const[]){"model", "vgg19", "footprint", "100M", NULL}, "below");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +416,7 @@ int main(void)
 		cmocka_unit_test(test_micro),
 		cmocka_unit_test(test_rodinia),
 		cmocka_unit_test(test_reef),
+		cmocka_unit_test(test_cnn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

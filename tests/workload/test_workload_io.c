@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -15,7 +16,7 @@
 
 #include "wl_testutil.h"
 
-#define HDR "gpumux-workload 1\n"
+#define HDR "gpumux-workload 2\n"
 #define BUFS "buffer id=0 size=0x100\nbuffer id=1 size=4096 addr=0x900000000 name=b\nkname 0 k(int, float*)\n"
 
 /* Reads `text` as file "t.gmxw" and returns the error (empty on success). */
@@ -47,13 +48,14 @@ static void test_rejects_bad_input(void **state)
 	(void)state;
 	expect_error("", "t.gmxw:1: missing header");
 	expect_error("# only a comment\n\nname x\n", "t.gmxw:3: missing header");
-	expect_error("gpumux-workload 2\n", "t.gmxw:1: unsupported format version 2 (this reader reads version 1)");
-	expect_error("gpumux-workload one\n", "t.gmxw:1: header: expected 'gpumux-workload 1'");
+	expect_error("gpumux-workload 3\n", "t.gmxw:1: unsupported format version 3 (this reader reads version 2)");
+	expect_error("gpumux-workload one\n", "t.gmxw:1: header: expected 'gpumux-workload 2'");
 	expect_error(HDR "kernal s=0 dur=1 name=0\n", "t.gmxw:2: unknown keyword 'kernal' (expected name, device");
 	expect_error(HDR BUFS "kernel s=0 dur=1 name=0 gird=1,1,1\n",
 		     "t.gmxw:5: kernel: unknown key 'gird' (expected s, think, dur, name, grid, block, shm, sm, class, "
 		     "args, touch)");
 	expect_error(HDR "buffer id=0 size=12x\n", "t.gmxw:2: buffer: bad number '12x' for size");
+	expect_error(HDR "wait s=0\n", "t.gmxw:2: wait: missing");
 	expect_error(HDR "buffer id=0 size=-5\n", "t.gmxw:2: buffer: size must not be negative, got '-5'");
 	expect_error(HDR "buffer id=0 size=0\n", "t.gmxw:2: buffer: size must be greater than 0");
 	expect_error(HDR "buffer id=1 size=16\n", "t.gmxw:2: buffer: id 1 out of order (expected id=0)");
@@ -80,16 +82,65 @@ static void test_rejects_bad_input(void **state)
 	expect_error(HDR BUFS "sync s=every\n", "t.gmxw:5: sync: bad number 'every' for s");
 	expect_error(HDR BUFS "alloc buf=7\n", "t.gmxw:5: alloc: buffer 7 is not defined");
 	expect_error(HDR "name a\nname b\n", "t.gmxw:3: name given twice");
-	expect_error(HDR "gpumux-workload 1\n", "t.gmxw:2: header given twice");
+	expect_error(HDR "gpumux-workload 2\n", "t.gmxw:2: header given twice");
 	/* A file cut off in the middle of its last line. */
 	expect_error(HDR BUFS "kernel s=0 dur=1 name=0 touch=0+0:0x1", "t.gmxw:5: truncated line");
 	expect_error(HDR "name a\0b\n", "t.gmxw:2");
 }
 
+/* A file cut at a line boundary has no 'end': refused, whatever line it was cut after; an
+ * 'end' whose counts differ from the lines read, a record after 'end', and the old version
+ * (which has no 'end') are refused too. */
+static void test_rejects_cut_files(void **state)
+{
+	(void)state;
+	expect_error(HDR, "t.gmxw:1: no 'end' record after the last line: the file was cut short");
+	expect_error(HDR BUFS, "t.gmxw:4: no 'end' record after the last line: the file was cut short");
+	expect_error(HDR BUFS "kernel s=0 dur=1 name=0\nsync s=0\n", "t.gmxw:6: no 'end' record");
+	expect_error(HDR BUFS "kernel s=0 dur=1 name=0\nend buffers=2 knames=1 ops=2\n",
+		     "t.gmxw:6: end: ops=2 but the file holds 1: lines are missing");
+	expect_error(HDR BUFS "end buffers=3 knames=1 ops=0\n", "t.gmxw:5: end: buffers=3 but the file holds 2");
+	expect_error(HDR BUFS "end buffers=2 knames=1\n", "t.gmxw:5: end: missing key 'ops'");
+	expect_error(HDR BUFS "end buffers=2 knames=1 ops=0\nsync s=0\n",
+		     "t.gmxw:6: a record after 'end' (line 5)");
+	expect_error("gpumux-workload 1\nname a\n", "t.gmxw:1: format version 1 has no end record");
+	/* Every prefix of a written file that ends at a line boundary, the whole file excepted. */
+	gmx_workload_t w;
+	char err[512];
+	assert_int_equal(gmx_workload_init(&w, "cut"), 0);
+	uint32_t b, n;
+	assert_int_equal(gmx_workload_add_buffer(&w, 0, 4096, NULL, &b), 0);
+	assert_int_equal(gmx_workload_intern_name(&w, "k", &n), 0);
+	for (int i = 0; i < 4; i++) {
+		gmx_op_t k = {.kind = GMX_OP_KERNEL, .name = n, .duration_ns = 10, .grid = {1, 1, 1},
+			      .block = {1, 1, 1}, .buffer = UINT32_MAX};
+		assert_int_equal(gmx_workload_add_op(&w, &k, NULL), 0);
+	}
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	assert_non_null(mem);
+	assert_int_equal(gmx_workload_write_stream(&w, mem), 0);
+	fclose(mem);
+	gmx_workload_free(&w);
+	assert_int_equal(read_text(text, &w, err, sizeof(err)), 0);
+	gmx_workload_free(&w);
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (text[i] != '\n')
+			continue;
+		char saved = text[i + 1];
+		text[i + 1] = '\0';
+		if (read_text(text, &w, err, sizeof(err)) != -EINVAL)
+			fail_msg("a file cut after byte %zu was accepted", i + 1);
+		text[i + 1] = saved;
+	}
+	free(text);
+}
+
 static void test_accepts_documented_example(void **state)
 {
 	(void)state;
-	const char *text = "gpumux-workload 1\n"
+	const char *text = "gpumux-workload 2\n"
 			   "# comment line\n"
 			   "name vector-add   # trailing comment\n"
 			   "unit iteration\n"
@@ -103,7 +154,12 @@ static void test_accepts_documented_example(void **state)
 			   "sync s=0\n"
 			   "sync s=all think=7\n"
 			   "memset s=1 bytes=16 buf=2\n"
-			   "free buf=1\n";
+			   "free buf=1\n"
+			   "d2d s=1 bytes=0x10 buf=0 dur=5\n"
+			   "record s=1 event=3\n"
+			   "wait s=0 event=3 think=2\n"
+			   "end buffers=3 knames=1 ops=8\n"
+			   "# a comment after the end\n";
 	gmx_workload_t w;
 	char err[512];
 	int rc = read_text(text, &w, err, sizeof(err));
@@ -116,7 +172,14 @@ static void test_accepts_documented_example(void **state)
 	assert_true(w.buffers[1].addr == 0x204000000ull);
 	assert_true(w.buffers[2].addr == 0x208000000ull);
 	assert_string_equal(w.names[0], "vector_add(float const*, float const*, float*, int) # not a comment");
-	assert_int_equal(w.n_ops, 5);
+	assert_int_equal(w.n_ops, 8);
+	assert_int_equal(w.ops[5].kind, GMX_OP_COPY_D2D);
+	assert_int_equal(w.ops[5].duration_ns, 5);
+	assert_int_equal(w.ops[6].kind, GMX_OP_RECORD);
+	assert_int_equal(w.ops[6].event, 3);
+	assert_int_equal(w.ops[7].kind, GMX_OP_WAIT);
+	assert_int_equal(w.ops[7].stream, 0);
+	assert_int_equal(w.ops[7].think_ns, 2);
 	const gmx_op_t *k = &w.ops[0];
 	assert_int_equal(k->kind, GMX_OP_KERNEL);
 	assert_int_equal(k->duration_ns, 210000);
@@ -171,6 +234,15 @@ static void build_everything(gmx_workload_t *w)
 	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
 	c.kind = GMX_OP_MEMSET;
 	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
+	c.kind = GMX_OP_COPY_D2D;
+	c.buffer = b0;
+	assert_int_equal(gmx_workload_add_op(w, &c, NULL), 0);
+	gmx_op_t e = {.kind = GMX_OP_RECORD, .stream = 1, .event = 4000000000u, .buffer = UINT32_MAX};
+	assert_int_equal(gmx_workload_add_op(w, &e, NULL), 0);
+	e.kind = GMX_OP_WAIT;
+	e.stream = 3;
+	e.think_ns = 11;
+	assert_int_equal(gmx_workload_add_op(w, &e, NULL), 0);
 	gmx_op_t s = {.kind = GMX_OP_SYNC, .stream = -1, .buffer = UINT32_MAX};
 	assert_int_equal(gmx_workload_add_op(w, &s, NULL), 0);
 	s.stream = 2;
@@ -290,7 +362,8 @@ static void test_big_file_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rejects_bad_input),   cmocka_unit_test(test_accepts_documented_example),
+		cmocka_unit_test(test_rejects_bad_input),   cmocka_unit_test(test_rejects_cut_files),
+		cmocka_unit_test(test_accepts_documented_example),
 		cmocka_unit_test(test_round_trip),          cmocka_unit_test(test_write_is_atomic),
 		cmocka_unit_test(test_missing_file),        cmocka_unit_test(test_big_file_round_trip),
 	};

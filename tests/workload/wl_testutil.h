@@ -41,6 +41,7 @@ static const char *wl_diff(const gmx_workload_t *a, const gmx_workload_t *b)
 		    x->think_ns != y->think_ns || x->duration_ns != y->duration_ns || x->bytes != y->bytes ||
 		    memcmp(x->grid, y->grid, sizeof(x->grid)) || memcmp(x->block, y->block, sizeof(x->block)) ||
 		    x->shared_mem != y->shared_mem || x->sm_demand != y->sm_demand || x->buffer != y->buffer ||
+		    x->event != y->event ||
 		    x->arg_first != y->arg_first || x->arg_count != y->arg_count || x->region_first != y->region_first ||
 		    x->region_count != y->region_count) {
 			snprintf(why, sizeof(why), "op %u", i);

@@ -1,0 +1,117 @@
+/*
+ * The interposer's link to gpumuxd, shared by the three files of the "daemon" grant policy:
+ *   grant_daemon.c  the grant policy (notices, grants, completions), its seq table, set-up, fork
+ *   daemon_conn.c   the connection thread: connect, HELLO/WELCOME, the down ring, migrations
+ *   daemon_alloc.c  managed allocations (GPUMUX_OVERSUBSCRIBE=1) and their replay per session
+ *
+ * Locks, in the order they are taken (never the other way round):
+ *   the queue lock (queue.c; held around may_release/completed/host_wait)
+ *   D.alloc_lock   the allocation list; held across waits for ring room, never by a caller
+ *                  that holds the queue lock
+ *   D.lock         the session (socket, region, rings, seq table); held only briefly: never
+ *                  across connect, poll, a wait for ring room, or a call into the queue or GPU
+ * A connection attempt (which may block for GMX_CONNECT_TIMEOUT_MS) is made by the connection
+ * thread only, holding no lock at all.
+ */
+#ifndef GMX_SHIM_DAEMON_LINK_H
+#define GMX_SHIM_DAEMON_LINK_H
+
+#include "shim_internal.h"
+
+#include "gmx_proto.h"
+
+#include <pthread.h>
+
+/* Tunables: default and bounds in one place. */
+#define GMX_RECONNECT_MS_DEFAULT 250 /* retry period while no daemon answers */
+#define GMX_RECONNECT_MS_MIN 10
+#define GMX_RECONNECT_MS_MAX 60000
+#define GMX_CONNECT_TIMEOUT_MS 2000 /* connect + HELLO + WELCOME, all told */
+#define GMX_RING_WAIT_MS 2000	    /* an up ring the daemon does not drain for this long ends the session */
+#define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
+#define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
+#define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
+#define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
+#define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
+
+enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB };
+
+typedef struct {
+	uint64_t seq;
+	int state;
+} seq_slot_t;
+
+typedef struct {
+	CUdeviceptr ptr;
+	size_t size;
+	CUcontext ctx;
+} alloc_rec_t;
+
+typedef struct {
+	pthread_mutex_t lock;	    /* the session */
+	pthread_cond_t first_cv;    /* signalled when the first connection attempt concluded */
+	pthread_mutex_t alloc_lock; /* allocs[], nallocs */
+	int connected;		    /* atomic read on the fast path */
+	int thread_started;	    /* atomic read on the fast path */
+	int first_done;		    /* the connection thread's first attempt concluded */
+	int sock, efd_up, efd_down;
+	gmx_shm_region_t *region;
+	size_t region_bytes;
+	int desync;    /* a push failed where it must not: reconnect */
+	int migrating; /* the thread runs an order: later grants wait for it */
+	seq_slot_t tbl[SEQ_TABLE];
+	unsigned used;	  /* slots not FREE (tombstones included) */
+	unsigned granted; /* slots GRANTED: granted by the daemon, not yet completed */
+	char dir[4096], name[GMX_NAME_MAX];
+	int priority, oversub;
+	long reconnect_ms;
+	alloc_rec_t allocs[ALLOC_MAX];
+	int nallocs;
+	uint64_t alloc_bytes;	/* sum of allocs[].size */
+	uint64_t refused_bytes; /* over budget: alloc_bytes when the daemon refused them (0: not) */
+	CUcontext mig_ctx;
+	CUstream mig_stream;
+} gmx_dlink_t;
+
+extern gmx_dlink_t gmx_dl;
+
+/* Nonzero when the daemon policy is the shim's policy. */
+int gmx_dl_active(void);
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+int64_t gmx_dl_now_ms(void);
+
+/* Pushes to the up ring, waking the daemon if it sleeps; D.lock held, region mapped. 0 or -1
+ * (full). */
+int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
+
+/* Marks the session for a restart (a push that must not fail did) and wakes the thread; D.lock
+ * held. */
+void gmx_dl_desync_locked(void);
+
+/* Unmaps the region, closes the socket and eventfds and forgets the seq table: no session
+ * (nothing logged); D.lock held. */
+void gmx_dl_forget_session(void);
+
+/* Forgets the seq table (a new session, or none); D.lock held. */
+void gmx_dl_seq_clear(void);
+
+/* The slot of a seq that is noticed or granted, or NULL; D.lock held. */
+seq_slot_t *gmx_dl_seq_find(uint64_t s);
+
+/* Starts the connection thread if it is not running; the caller that starts it waits (holding
+ * no lock) until its first attempt concluded, so a process started under a running daemon is
+ * scheduled from its first command on. Never called with the queue lock held. */
+void gmx_dl_start(void);
+
+/* Sends the allocation list to a new session, waiting for ring room as the daemon drains it;
+ * D.alloc_lock held, D.lock not. 0, or -1 when the daemon hung up or took nothing for
+ * GMX_RING_WAIT_MS (the attempt then fails and is retried; the daemon never keeps a partial
+ * list, since a failed session is closed). */
+int gmx_dl_replay_allocs(int sock);
+
+/* Looks up the allocation holding ptr: its context and the length from ptr to its end, or
+ * NULL when none holds it (freed meanwhile). Takes D.alloc_lock. */
+CUcontext gmx_dl_alloc_find(uint64_t ptr, uint64_t *len);
+
+#endif
