@@ -17,13 +17,14 @@
 #include "progress.h"
 #include "scenario.h"
 
-/* Memory modes of the table, in column order; "um-long" is um under the
- * timeline scheduler at msched's slice (longer slices alone, no proactivity);
- * "ideal" is the limit of the scenario's own schedule (the GPU's 2 ms slices)
- * and "ideal-long" the limit at msched's slice, the one msched is held to. */
-static const char *const modes[] = {"inmem", "um", "um-long", "msched", "msched-wholealloc", "msched-serial",
-				    "msched-fifo", "ideal", "ideal-long"};
-enum { M_INMEM, M_UM, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEAL, M_IDEALLONG, M_COUNT };
+/* Memory modes of the table. "inmem" and "um" run under the GPU's native time
+ * slicing (the scenario's slice_ms, 2 ms); every "-long" mode and the msched
+ * modes run under the timeline scheduler at msched's slice, and are divided by
+ * "inmem-long", unlimited memory under that same schedule. "ideal-long" is the
+ * physical limit at that slice, the one msched is held to. */
+static const char *const modes[] = {"inmem", "um", "inmem-long", "um-long", "msched", "msched-wholealloc",
+				    "msched-serial", "msched-fifo", "ideal-long"};
+enum { M_INMEM, M_UM, M_INLONG, M_UMLONG, M_MS, M_WHOLE, M_SERIAL, M_FIFO, M_IDEALLONG, M_COUNT };
 
 static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_result_t *r)
 {
@@ -31,9 +32,10 @@ static int run_mode(gmx_scenario_t *sc, int mode, int64_t mem_slice, gmx_sim_res
 	gmx_scenario_t copy = *sc;
 	copy.mem_slice_ns = mem_slice;
 	int rc;
-	if (mode == M_UMLONG || mode == M_IDEALLONG) {
+	if (mode == M_INLONG || mode == M_UMLONG || mode == M_IDEALLONG) {
+		static const char *const base[] = {[M_INLONG] = "inmem", [M_UMLONG] = "um", [M_IDEALLONG] = "ideal"};
 		copy.params.slice_ns = mem_slice;
-		rc = gmx_progress_run(&copy, "timeline", mode == M_UMLONG ? "um" : "ideal", r, err, sizeof(err));
+		rc = gmx_progress_run(&copy, "timeline", base[mode], r, err, sizeof(err));
 	} else {
 		rc = gmx_progress_run(&copy, "timeslice", modes[mode], r, err, sizeof(err));
 	}
@@ -189,16 +191,24 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 	double sp_abc[3] = {0}, sp_d[3] = {0};
 	int n_abc[3] = {0};
 	if (print)
-		printf("%-9s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %7s %7s %7s\n", "scenario", "um", "um-long",
-		       "msched", "whole", "serial", "fifo", "ideal", "id-long", "ms/um", "ms/idl-l", "in/idl", "whole",
-		       "fifo");
+		printf("um@2ms: um at the GPU's native 2 ms slicing, of inmem at 2 ms. slice: inmem at msched's slice\n"
+		       "over inmem at 2 ms (the schedule change alone). Between the bars, every mode runs at msched's\n"
+		       "slice and is a share of inmem at that same slice: um, msched and its ablations (whole, serial,\n"
+		       "fifo), ideal (the physical limit); ms/idl = msched of ideal; ms/um at equal slices; worst =\n"
+		       "msched's worst-served task; p99 = its worst task's unit latency. After them: ms/um2 = msched over\n"
+		       "um at its native 2 ms slicing; in/idl = msched's bytes in per unit of work over ideal's; whole,\n"
+		       "fifo = their bytes over msched's; in2p99 = inmem's worst p99 at 2 ms.\n");
+	if (print)
+		printf("%-9s %6s %7s | %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %6s %6s\n", "scenario",
+		       "um@2ms", "slice", "um", "msched", "whole", "serial", "fifo", "ideal", "ms/idl", "ms/um",
+		       "worst", "p99", "ms/um2", "in/idl", "whole", "fifo", "in2p99");
 	gmx_sim_result_t *r = calloc(M_COUNT, sizeof(*r));
 	if (!r || !failed) {
 		free(r);
 		json_decref(failed);
 		return 1;
 	}
-	int64_t mem_slice = GMX_MSCHED_SLICE_NS_DEFAULT;
+	int64_t mem_slice = 0;
 	for (int mx = 0; mx < 4; mx++)
 		for (int p = 0; p < 3; p++) {
 			if (quick && p)
@@ -226,10 +236,16 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 				json_decref(failed);
 				return 1;
 			}
-			double ret[M_COUNT];
-			for (int m = 0; m < M_COUNT; m++)
-				ret[m] = gmx_bench_retained(&r[m], &r[M_INMEM]);
-			double sp = ret[M_UM] > 0 ? ret[M_MS] / ret[M_UM] : 0;
+			double ret[M_COUNT], worst[M_COUNT], p99[M_COUNT];
+			for (int m = 0; m < M_COUNT; m++) {
+				const gmx_sim_result_t *ref = m == M_UM ? &r[M_INMEM] : m == M_INMEM ? &r[M_INMEM] : &r[M_INLONG];
+				ret[m] = gmx_bench_retained(&r[m], ref);
+				worst[m] = gmx_bench_worst_share(&r[m], ref);
+				p99[m] = gmx_bench_worst_p99(&r[m]);
+			}
+			double sched = gmx_bench_retained(&r[M_INLONG], &r[M_INMEM]);
+			double sp = ret[M_UMLONG] > 0 ? ret[M_MS] / ret[M_UMLONG] : 0; /* at equal slices */
+			double sp_nat = ret[M_UM] > 0 ? ret[M_MS] * sched / ret[M_UM] : 0; /* um at its native slice */
 			double fi = ret[M_IDEALLONG] > 0 ? ret[M_MS] / ret[M_IDEALLONG] : 0;
 			double ib = gmx_bench_bytes_ratio(&r[M_MS], &r[M_IDEALLONG]);
 			double wb = gmx_bench_bytes_ratio(&r[M_WHOLE], &r[M_MS]);
@@ -241,11 +257,11 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 				n_abc[p]++;
 			}
 			if (print)
-				printf("%s-%-7s %6.2f%% %6.2f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.2fx %7.1f%% "
-				       "%6.2fx %6.2fx %6.2fx\n",
-				       mixes[mx], pcts[p], 100 * ret[M_UM], 100 * ret[M_UMLONG], 100 * ret[M_MS],
-				       100 * ret[M_WHOLE], 100 * ret[M_SERIAL], 100 * ret[M_FIFO], 100 * ret[M_IDEAL],
-				       100 * ret[M_IDEALLONG], sp, 100 * fi, ib, wb, fb);
+				printf("%s-%-7s %5.2f%% %6.1f%% | %6.2f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% "
+				       "%6.2fx %6.1f%% %6.2fs | %6.2fx %6.2fx %6.2fx %6.2fx %5.2fs\n",
+				       mixes[mx], pcts[p], 100 * ret[M_UM], 100 * sched, 100 * ret[M_UMLONG], 100 * ret[M_MS],
+				       100 * ret[M_WHOLE], 100 * ret[M_SERIAL], 100 * ret[M_FIFO], 100 * ret[M_IDEALLONG],
+				       100 * fi, sp, 100 * worst[M_MS], p99[M_MS], sp_nat, ib, wb, fb, p99[M_INMEM]);
 			json_t *row = json_object();
 			char name[16];
 			snprintf(name, sizeof(name), "%s-%s", mixes[mx], pcts[p]);
@@ -257,7 +273,16 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 			}
 			json_object_set_new(row, "of_inmem", rt);
 			json_object_set_new(row, "h2d_bytes", by);
+			json_t *wt = json_object(), *pt = json_object();
+			for (int m = 0; m < M_COUNT; m++) {
+				json_object_set_new(wt, modes[m], json_real(worst[m]));
+				json_object_set_new(pt, modes[m], json_real(p99[m]));
+			}
+			json_object_set_new(row, "worst_task_share", wt);
+			json_object_set_new(row, "worst_task_p99_s", pt);
+			json_object_set_new(row, "slice_alone", json_real(sched));
 			json_object_set_new(row, "msched_over_um", json_real(sp));
+			json_object_set_new(row, "msched_over_um_native", json_real(sp_nat));
 			json_object_set_new(row, "msched_of_ideal", json_real(fi));
 			json_object_set_new(row, "msched_bytes_over_ideal", json_real(ib));
 			json_object_set_new(row, "wholealloc_bytes_over_msched", json_real(wb));
@@ -272,7 +297,7 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 	static const double paper_abc[3] = {11.05, 9.35, 7.52}, paper_d[3] = {57.88, 44.79, 33.60};
 	json_t *summary = json_array();
 	if (print)
-		printf("\n%-28s %10s %10s\n", "msched over um", "gpumux", "paper");
+		printf("\n%-28s %10s %10s\n", "msched over um, equal slices", "gpumux", "paper");
 	for (int p = 0; p < 3; p++) {
 		if (quick && p)
 			continue;
@@ -294,7 +319,8 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 	static const char *const micro[] = {"100", "200", "300"};
 	json_t *mic = json_array();
 	if (print)
-		printf("\n%-10s %9s %9s %9s %9s\n", "micro", "um", "msched", "ideal", "ms/um");
+		printf("\n%-10s %9s %9s %9s %9s %9s %9s\n", "micro", "um@2ms", "um", "msched", "ideal", "ms/um",
+		       "p99");
 	for (int p = 0; p < 3; p++) {
 		char path[1024], err[1024];
 		snprintf(path, sizeof(path), "%s/msched/micro-%s.ini", dir, micro[p]);
@@ -304,21 +330,23 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 			failed_run(failed, "micro-%s", micro[p]);
 			continue;
 		}
-		int ms[4] = {M_INMEM, M_UM, M_MS, M_IDEALLONG}, rc = 0;
-		for (int k = 0; k < 4 && !rc; k++)
+		int ms[6] = {M_INMEM, M_UM, M_INLONG, M_UMLONG, M_MS, M_IDEALLONG}, rc = 0;
+		for (int k = 0; k < 6 && !rc; k++)
 			rc = run_mode(&sc, ms[k], sc.mem_slice_ns, &r[ms[k]]);
 		gmx_scenario_free(&sc);
 		if (rc) {
 			failed_run(failed, "micro-%s", micro[p]);
 			continue;
 		}
-		double u = gmx_bench_retained(&r[M_UM], &r[M_INMEM]), m = gmx_bench_retained(&r[M_MS], &r[M_INMEM]),
-		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INMEM]);
+		double un = gmx_bench_retained(&r[M_UM], &r[M_INMEM]), u = gmx_bench_retained(&r[M_UMLONG], &r[M_INLONG]),
+		       m = gmx_bench_retained(&r[M_MS], &r[M_INLONG]), i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INLONG]);
 		if (print)
-			printf("micro-%-4s %8.2f%% %8.2f%% %8.2f%% %8.2fx\n", micro[p], 100 * u, 100 * m, 100 * i,
-			       u > 0 ? m / u : 0);
+			printf("micro-%-4s %8.2f%% %8.2f%% %8.2f%% %8.2f%% %8.2fx %8.2fs\n", micro[p], 100 * un, 100 * u,
+			       100 * m, 100 * i, u > 0 ? m / u : 0, gmx_bench_worst_p99(&r[M_MS]));
 		json_t *o = json_object();
 		json_object_set_new(o, "pct", json_integer(atoi(micro[p])));
+		json_object_set_new(o, "um_native", json_real(un));
+		json_object_set_new(o, "msched_p99_s", json_real(gmx_bench_worst_p99(&r[M_MS])));
 		json_object_set_new(o, "um", json_real(u));
 		json_object_set_new(o, "msched", json_real(m));
 		json_object_set_new(o, "ideal", json_real(i));
@@ -331,10 +359,11 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 	static const double slices_ms[] = {1, 10, 50, 200, 1000};
 	json_t *sw = json_array();
 	if (print)
-		printf("\nslice sweep, mix D at 200%% (of inmem at the 2 ms GPU slice; wait = the longest a newly\n"
-		       "ready high-priority task waits for the device: (tasks - 1) x slice; whole = msched-wholealloc,\n"
-		       "w/ms = its bytes moved in per unit of work over msched's)\n%-9s %9s %9s %9s %9s %7s %10s\n",
-		       "slice", "um-long", "msched", "whole", "ideal", "w/ms", "hp wait");
+		printf("\nslice sweep, mix D at 200%% (of inmem at the same slice; slice = inmem there over inmem at\n"
+		       "the 2 ms GPU slice; wait = the longest a newly ready high-priority task waits for the device:\n"
+		       "(tasks - 1) x slice; whole = msched-wholealloc, w/ms = its bytes moved in per unit of work over\n"
+		       "msched's; p99 = msched's worst task)\n%-9s %7s %9s %9s %9s %9s %7s %10s %8s\n",
+		       "slice", "slice", "um", "msched", "whole", "ideal", "w/ms", "hp wait", "p99");
 	for (size_t k = 0; k < sizeof(slices_ms) / sizeof(slices_ms[0]); k++) {
 		if (quick && (k == 0 || k == 4))
 			continue;
@@ -349,8 +378,8 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 			continue;
 		}
 		int64_t sl = (int64_t)llround(slices_ms[k] * 1e6);
-		int ms[5] = {M_INMEM, M_UMLONG, M_MS, M_WHOLE, M_IDEALLONG}, rc = 0;
-		for (int q = 0; q < 5 && !rc; q++)
+		int ms[6] = {M_INMEM, M_INLONG, M_UMLONG, M_MS, M_WHOLE, M_IDEALLONG}, rc = 0;
+		for (int q = 0; q < 6 && !rc; q++)
 			rc = run_mode(&sc, ms[q], sl, &r[ms[q]]);
 		uint32_t nt = sc.n_tasks;
 		gmx_scenario_free(&sc);
@@ -358,15 +387,17 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot)
 			failed_run(failed, "%s", what);
 			continue;
 		}
-		double u = gmx_bench_retained(&r[M_UMLONG], &r[M_INMEM]), m = gmx_bench_retained(&r[M_MS], &r[M_INMEM]),
-		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INMEM]), wait = (double)(nt - 1) * slices_ms[k];
-		double wh = gmx_bench_retained(&r[M_WHOLE], &r[M_INMEM]);
-		double wb = gmx_bench_bytes_ratio(&r[M_WHOLE], &r[M_MS]);
+		double u = gmx_bench_retained(&r[M_UMLONG], &r[M_INLONG]), m = gmx_bench_retained(&r[M_MS], &r[M_INLONG]),
+		       i = gmx_bench_retained(&r[M_IDEALLONG], &r[M_INLONG]), wait = (double)(nt - 1) * slices_ms[k];
+		double wh = gmx_bench_retained(&r[M_WHOLE], &r[M_INLONG]), sa = gmx_bench_retained(&r[M_INLONG], &r[M_INMEM]);
+		double wb = gmx_bench_bytes_ratio(&r[M_WHOLE], &r[M_MS]), p99 = gmx_bench_worst_p99(&r[M_MS]);
 		if (print)
-			printf("%6.0f ms %8.2f%% %8.2f%% %8.2f%% %8.2f%% %6.2fx %7.0f ms\n", slices_ms[k], 100 * u, 100 * m,
-			       100 * wh, 100 * i, wb, wait);
+			printf("%6.0f ms %6.0f%% %8.2f%% %8.2f%% %8.2f%% %8.2f%% %6.2fx %7.0f ms %7.2fs\n", slices_ms[k],
+			       100 * sa, 100 * u, 100 * m, 100 * wh, 100 * i, wb, wait, p99);
 		json_t *o = json_object();
 		json_object_set_new(o, "slice_ms", json_real(slices_ms[k]));
+		json_object_set_new(o, "slice_alone", json_real(sa));
+		json_object_set_new(o, "msched_p99_s", json_real(p99));
 		json_object_set_new(o, "um", json_real(u));
 		json_object_set_new(o, "msched", json_real(m));
 		json_object_set_new(o, "msched_wholealloc", json_real(wh));

@@ -40,6 +40,33 @@ static inline double gmx_bench_retained(const gmx_sim_result_t *a, const gmx_sim
 	return n ? s / n : 0;
 }
 
+/* Lowest over tasks of throughput(a) / throughput(b): the worst-served task's
+ * share (tasks whose b throughput is 0 are skipped; 0 when none is left). */
+static inline double gmx_bench_worst_share(const gmx_sim_result_t *a, const gmx_sim_result_t *b)
+{
+	double w = -1;
+	for (uint32_t i = 0; i < a->n_tasks; i++)
+		if (b->tasks[i].throughput_per_s > 0) {
+			double x = a->tasks[i].throughput_per_s / b->tasks[i].throughput_per_s;
+			if (w < 0 || x < w)
+				w = x;
+		}
+	return w < 0 ? 0 : w;
+}
+
+/* Highest per-task p99 unit latency in seconds (tasks that completed no unit
+ * in the window count as the window's length: they waited at least that). */
+static inline double gmx_bench_worst_p99(const gmx_sim_result_t *r)
+{
+	double w = 0;
+	for (uint32_t i = 0; i < r->n_tasks; i++) {
+		double x = r->tasks[i].lat_p99_s >= 0 ? r->tasks[i].lat_p99_s : r->tasks[i].active_s;
+		if (x > w)
+			w = x;
+	}
+	return w;
+}
+
 /* Bytes moved to the device per unit of work done (units completed, with the fraction of the
  * current one): compares modes that get through different amounts of work in the same time. */
 static inline double gmx_bench_bytes_per_unit(const gmx_sim_result_t *r)

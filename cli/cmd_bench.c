@@ -177,6 +177,12 @@ static int bench_msched(const bench_opts_t *o)
 	return gmx_bench_msched(o->dir, o->quick, o->json, o->plot);
 }
 
+static int bench_frontier(const bench_opts_t *o)
+{
+	int gmx_bench_frontier(const char *dir, int quick, int json); /* bench_frontier.c */
+	return gmx_bench_frontier(o->dir, o->quick, o->json);
+}
+
 static int bench_fikit(const bench_opts_t *o)
 {
 	return gmx_bench_fikit(o->dir, o->quick, o->json, o->plot);
@@ -187,7 +193,7 @@ static const struct {
 	const char *name;
 	int (*run)(const bench_opts_t *o);
 } benches[] = {
-	{"calibrate", bench_calibrate}, {"msched", bench_msched}, {"fikit", bench_fikit},
+	{"calibrate", bench_calibrate}, {"msched", bench_msched}, {"frontier", bench_frontier}, {"fikit", bench_fikit},
 	{"speed", bench_speed},         {"replay", bench_replay},
 };
 
@@ -203,6 +209,9 @@ static void usage(FILE *out)
 		     "  msched     proactive memory scheduling: mixes A-D at 150/200/300%% under um,\n"
 		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
 		     "             template accuracy\n"
+		     "  frontier   um, ideal and msched at slices 2 ms .. 2 s on mixes A-D and micro at 200%%:\n"
+		     "             share of same-slice inmem against the worst task's p99 latency\n"
+		     "             (--quick: 5 s warm-up, 5 s measured)\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice (default sharing), hpf, streamprio and mps against alone; BestPrioFit decision cost\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"

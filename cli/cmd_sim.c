@@ -8,6 +8,7 @@
 
 #include "chart.h"
 #include "commands.h"
+#include "msched.h"
 #include "progress.h"
 #include "gpumux/numparse.h"
 #include "report.h"
@@ -36,17 +37,21 @@ static void usage(FILE *out)
 		"  --warmup S       simulated seconds to run first, not measured (default: the\n"
 		"                   scenario's warmup_s, else 0)\n"
 		"  --slice-ms MS    timeslice length (default: the scenario's, else 2)\n"
-		"  --mem-slice-ms MS  slice of the msched modes (default: the scenario's\n"
-		"                   mem_slice_ms, else 200); ideal keeps the scenario's schedule\n"
+		"  --mem-slice-ms MS  one fixed slice for the msched modes (default: the scenario's\n"
+		"                   mem_slice_ms; without one, msched picks each turn's slice by its\n"
+		"                   rule: migration <= 10%% of the turn, within the tasks'\n"
+		"                   latency_target_ms); ideal keeps the scenario's schedule\n"
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
-		"  --compare        run inmem, um, ideal and msched and print them side by side\n"
+		"  --compare        inmem and um at the native slice; inmem, um, ideal and msched at\n"
+		"                   msched's slice; each as a share of inmem under the same schedule,\n"
+		"                   with per-task p99 latency and the worst task's share\n"
 		"  --timeline FILE  also draw the run as a Gantt chart, FILE.svg or FILE.png: per task\n"
 		"                   its kernels, copies, waits, migrations in/out and turns\n"
 		"  --timeline-ms MS the chart's window (default 100 ms)\n"
 		"  --timeline-from MS  where it starts (default: the end of the warm-up)\n"
 		"  --json           print one JSON object instead of a table (with --compare:\n"
-		"                   {scenario, device, seed, compare, runs: [one report per mode]})\n"
+		"                   {scenario, device, seed, compare, native_slice_ms, msched_slice_ms, runs: [one report per run]})\n"
 		"  -h, --help       show this help\n"
 		"\n"
 		"Same scenario, options and seed give byte-identical output. See gpumux-sim(1)\n"
@@ -126,33 +131,94 @@ static int report(gmx_scenario_t *sc, const char *sched, const char *mem, int js
 	return rc;
 }
 
-/* Every memory mode side by side: inmem, um and ideal under the scenario's
- * timeslice, msched at its own slice. */
+/* Runs one mode under `sched` at slice `slice_ns` (the msched modes at
+ * their own slice, the others at the given one). */
+static int run_at(gmx_scenario_t *sc, const char *sched, const char *mem, int64_t slice_ns, gmx_sim_result_t *res)
+{
+	gmx_scenario_t copy = *sc;
+	copy.params.slice_ns = slice_ns;
+	return run(&copy, sched, mem, res);
+}
+
+/* A share of a reference, per task and over tasks. */
+static double share(const gmx_sim_result_t *a, const gmx_sim_result_t *ref, uint32_t i)
+{
+	double b = ref->tasks[i].throughput_per_s;
+	return b > 0 ? a->tasks[i].throughput_per_s / b : 0;
+}
+
+static void share_stats(const gmx_sim_result_t *a, const gmx_sim_result_t *ref, double *mean, double *worst)
+{
+	double s = 0, w = 1e300;
+	for (uint32_t i = 0; i < a->n_tasks; i++) {
+		double x = share(a, ref, i);
+		s += x;
+		if (x < w)
+			w = x;
+	}
+	*mean = a->n_tasks ? s / a->n_tasks : 0;
+	*worst = a->n_tasks ? w : 0;
+}
+
+static void print_p99(double s)
+{
+	if (s < 0)
+		printf(" %12s", "-");
+	else if (s < 1)
+		printf(" %10.0fms", s * 1e3);
+	else
+		printf(" %11.2fs", s);
+}
+
+/* Every memory mode side by side, each divided by unlimited memory (inmem)
+ * under the same schedule and slice: the GPU's native time slicing for inmem
+ * and um, msched's slice (under the timeline scheduler) for inmem, um, ideal
+ * and msched; and what the schedule change alone does to inmem. */
 static int compare(gmx_scenario_t *sc, int json)
 {
-	static const char *const modes[] = {"inmem", "um", "ideal", "msched"};
-	enum { N = sizeof(modes) / sizeof(modes[0]) };
+	enum { IN_N, UM_N, IN_L, UM_L, ID_L, MS_L, N };
+	static const char *const label[N] = {"inmem", "um", "inmem", "um", "ideal", "msched"};
 	gmx_sim_result_t *r = calloc(N, sizeof(*r));
 	if (!r)
 		return 1;
-	for (int m = 0; m < N; m++) {
-		int rc = run(sc, "timeslice", modes[m], &r[m]);
-		if (rc) {
-			free(r);
-			return rc;
-		}
+	int64_t nat = sc->params.slice_ns, ms = sc->mem_slice_ns;
+	/* msched first: under its slice rule (no fixed mem_slice_ms), the others
+	 * run at the mean slice it picked. */
+	int rc = run_at(sc, "timeslice", "msched", nat, &r[MS_L]);
+	int rule = !rc && r[MS_L].msched.slice_auto;
+	if (rule)
+		ms = (int64_t)llround(r[MS_L].msched.slice_mean_ms * 1e6);
+	if (!rc)
+		rc = run_at(sc, "timeslice", "inmem", nat, &r[IN_N]);
+	if (!rc)
+		rc = run_at(sc, "timeslice", "um", nat, &r[UM_N]);
+	if (!rc)
+		rc = run_at(sc, "timeline", "inmem", ms, &r[IN_L]);
+	if (!rc)
+		rc = run_at(sc, "timeline", "um", ms, &r[UM_L]);
+	if (!rc)
+		rc = run_at(sc, "timeline", "ideal", ms, &r[ID_L]);
+	if (rc) {
+		free(r);
+		return rc;
 	}
 	if (json) {
-		/* {"scenario", "device", "seed", "runs": [one report per mode, as --json prints it]} */
+		/* {"scenario", "device", "seed", "compare", "slices", "runs": [one report per run, as --json
+		 * prints it, with its sched and slice]} */
 		json_t *root = json_object(), *runs = json_array();
 		if (root && runs) {
 			json_object_set_new(root, "scenario", json_string(sc->name));
 			json_object_set_new(root, "device", json_string(sc->device->name));
 			json_object_set_new(root, "seed", json_integer((json_int_t)sc->seed));
 			json_object_set_new(root, "compare", json_true());
+			json_object_set_new(root, "native_slice_ms", json_real((double)nat / 1e6));
+			json_object_set_new(root, "msched_slice_ms", json_real((double)ms / 1e6));
 			for (int m = 0; m < N; m++) {
-				gmx_run_info_t info = {sc->name, "timeslice", modes[m], sc->device->name, sc->seed};
-				json_array_append_new(runs, gmx_report_object(&info, &r[m]));
+				gmx_run_info_t info = {sc->name, m == IN_N || m == UM_N || m == MS_L ? "timeslice" : "timeline",
+						       label[m], sc->device->name, sc->seed};
+				json_t *o = gmx_report_object(&info, &r[m]);
+				json_object_set_new(o, "slice_ms", json_real((double)(m < IN_L ? nat : ms) / 1e6));
+				json_array_append_new(runs, o);
 			}
 			json_object_set_new(root, "runs", runs);
 			runs = NULL;
@@ -161,38 +227,79 @@ static int compare(gmx_scenario_t *sc, int json)
 		free(r);
 		return gmx_report_print(stdout, root) ? 1 : 0;
 	}
-	printf("%s on %s: %u tasks, %.2f GiB of memory on %.2f GiB; timeslice %.1f ms, msched slice %.0f ms\n",
-	       sc->name, sc->device->name, sc->n_tasks, r[0].footprint_bytes / GMX_GIB, sc->capacity_bytes / GMX_GIB,
-	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
+	double n_ms = nat / 1e6, l_ms = ms / 1e6;
+	printf("%s on %s: %u tasks, %.2f GiB of memory on %.2f GiB\n", sc->name, sc->device->name, sc->n_tasks,
+	       r[0].footprint_bytes / GMX_GIB, sc->capacity_bytes / GMX_GIB);
 	if (sc->warmup_ns > 0)
 		printf("measured over %.1f simulated s after a %.1f s warm-up\n", sc->duration_ns / 1e9,
 		       sc->warmup_ns / 1e9);
 	else
 		printf("measured over %.1f simulated s from the start\n", sc->duration_ns / 1e9);
-	putchar('\n');
-	printf("%-12s %10s %10s %10s %10s %9s %9s %9s\n", "task", "inmem u/s", "um u/s", "ideal u/s", "msched u/s",
-	       "um", "ideal", "msched");
-	double sum[N] = {0};
+	if (rule)
+		printf("msched picks each turn's slice by its rule (migration <= %.0f%% of the turn, latency targets):\n"
+		       "%.0f-%.0f ms, mean %.0f ms; the other modes run at that mean\n",
+		       100 * GMX_MSCHED_MIGRATION_SHARE, r[MS_L].msched.slice_min_ms, r[MS_L].msched.slice_max_ms,
+		       r[MS_L].msched.slice_mean_ms);
+	printf("every %% is of unlimited memory (inmem) under the same schedule and slice\n\n");
+	char hn[48], hl[96];
+	snprintf(hn, sizeof(hn), "native %g ms", n_ms);
+	snprintf(hl, sizeof(hl), "msched's slice, %g ms (timeline scheduler)", l_ms);
+	printf("%-12s %-21s | %s\n", "", hn, hl);
+	printf("%-12s %10s %10s | %10s %7s %7s %7s %7s\n", "task", "inmem u/s", "um", "inmem u/s", "slice", "um",
+	       "ideal", "msched");
+	int above = 0;
 	for (uint32_t i = 0; i < sc->n_tasks; i++) {
-		double base = r[0].tasks[i].throughput_per_s, rel[N];
-		for (int m = 0; m < N; m++) {
-			rel[m] = base > 0 ? r[m].tasks[i].throughput_per_s / base : 0;
-			sum[m] += rel[m];
-		}
-		printf("%-12s %10.3f %10.3f %10.3f %10.3f %8.1f%% %8.1f%% %8.1f%%\n", r[0].tasks[i].name, base,
-		       r[1].tasks[i].throughput_per_s, r[2].tasks[i].throughput_per_s, r[3].tasks[i].throughput_per_s,
-		       100 * rel[1], 100 * rel[2], 100 * rel[3]);
+		double sl = share(&r[IN_L], &r[IN_N], i);
+		printf("%-12s %10.3f %9.1f%% | %10.3f %6.0f%% %6.1f%% %6.1f%% %6.1f%%\n", r[0].tasks[i].name,
+		       r[IN_N].tasks[i].throughput_per_s, 100 * share(&r[UM_N], &r[IN_N], i),
+		       r[IN_L].tasks[i].throughput_per_s, 100 * sl, 100 * share(&r[UM_L], &r[IN_L], i),
+		       100 * share(&r[ID_L], &r[IN_L], i), 100 * share(&r[MS_L], &r[IN_L], i));
+		for (int m = UM_L; m <= MS_L; m++)
+			above |= share(&r[m], &r[IN_L], i) > 1.0005;
 	}
-	printf("%-12s %10s %10s %10s %10s %8.1f%% %8.1f%% %8.1f%%  (of inmem)\n\n", "mean", "", "", "", "",
-	       100 * sum[1] / sc->n_tasks, 100 * sum[2] / sc->n_tasks, 100 * sum[3] / sc->n_tasks);
-	printf("um: demand paging; ideal: Belady's optimal eviction at link speed, the limit of the %.0f ms\n"
-	       "schedule; msched: proactive migration at each switch of its %.0f ms slices (gpumux bench msched\n"
-	       "holds it to the ideal of its own slice).\n",
-	       sc->params.slice_ns / 1e6, sc->mem_slice_ns / 1e6);
-	printf("memory traffic in / out: um %.1f / %.1f GiB (%llu fault batches), ideal %.1f / %.1f GiB, msched %.1f / "
-	       "%.1f GiB\n",
-	       r[1].h2d_bytes / GMX_GIB, r[1].d2h_bytes / GMX_GIB, (unsigned long long)r[1].faults,
-	       r[2].h2d_bytes / GMX_GIB, r[2].d2h_bytes / GMX_GIB, r[3].h2d_bytes / GMX_GIB, r[3].d2h_bytes / GMX_GIB);
+	double mean[N], worst[N];
+	for (int m = 0; m < N; m++)
+		share_stats(&r[m], m < IN_L ? &r[IN_N] : &r[IN_L], &mean[m], &worst[m]);
+	double sm, sw;
+	share_stats(&r[IN_L], &r[IN_N], &sm, &sw);
+	printf("%-12s %10s %9.1f%% | %10s %6.0f%% %6.1f%% %6.1f%% %6.1f%%\n", "mean", "", 100 * mean[UM_N], "", 100 * sm,
+	       100 * mean[UM_L], 100 * mean[ID_L], 100 * mean[MS_L]);
+	printf("%-12s %10s %9.1f%% | %10s %6.0f%% %6.1f%% %6.1f%% %6.1f%%\n\n", "worst task", "", 100 * worst[UM_N], "",
+	       100 * sw, 100 * worst[UM_L], 100 * worst[ID_L], 100 * worst[MS_L]);
+	printf("p99 of each task's unit latency (a decode step, an inference):\n%-12s", "task");
+	for (int m = 0; m < N; m++) {
+		char h[32];
+		snprintf(h, sizeof(h), "%s %gms", label[m], m < IN_L ? n_ms : l_ms);
+		printf(" %12s", h);
+	}
+	putchar('\n');
+	for (uint32_t i = 0; i < sc->n_tasks; i++) {
+		printf("%-12s", r[0].tasks[i].name);
+		for (int m = 0; m < N; m++)
+			print_p99(r[m].tasks[i].lat_p99_s);
+		putchar('\n');
+	}
+	putchar('\n');
+	printf("slice: inmem at %.0f ms over inmem at %.0f ms, what the longer slice alone does with unlimited\n"
+	       "memory (above 100%%: fewer context switches, and the timeline scheduler holds a turn through\n"
+	       "host gaps under 1 ms; below: a task waits longer for its turn). um, ideal and msched divide\n"
+	       "by inmem at %.0f ms. ideal: the physical limit (Belady's bytes, every transfer as early as the\n"
+	       "link allows, overlapped with compute, both directions at once).\n",
+	       l_ms, n_ms, l_ms);
+	if (above)
+		printf("a share above 100%% of same-schedule inmem: the slices are the same, but a turn ends when its\n"
+		       "kernel does, and a kernel that waited for pages ends later; so that mode's turns (and the\n"
+		       "order tasks catch their next turn) shift a little from inmem's, which can favour a task.\n");
+	double ms_nat, ms_nat_worst; /* msched as a share of inmem at the native slice */
+	share_stats(&r[MS_L], &r[IN_N], &ms_nat, &ms_nat_worst);
+	printf("msched over um at equal %.0f ms slices: %.2fx; over um at the GPU's native %.0f ms slicing (both of\n"
+	       "inmem at that slice): %.2fx\n",
+	       l_ms, mean[UM_L] > 0 ? mean[MS_L] / mean[UM_L] : 0, n_ms, mean[UM_N] > 0 ? ms_nat / mean[UM_N] : 0);
+	printf("memory traffic in / out: um %.1f / %.1f GiB (%llu fault batches) at %.0f ms; at %.0f ms: ideal %.1f /\n"
+	       "%.1f GiB, msched %.1f / %.1f GiB\n",
+	       r[UM_N].h2d_bytes / GMX_GIB, r[UM_N].d2h_bytes / GMX_GIB, (unsigned long long)r[UM_N].faults, n_ms, l_ms,
+	       r[ID_L].h2d_bytes / GMX_GIB, r[ID_L].d2h_bytes / GMX_GIB, r[MS_L].h2d_bytes / GMX_GIB,
+	       r[MS_L].d2h_bytes / GMX_GIB);
 	free(r);
 	return 0;
 }

@@ -209,7 +209,9 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 			}
 			s->active = n;
 			s->idle_since = -1;
-			s->slice_end = now + s->params.slice_ns;
+			int64_t sl = s->variant == V_TIMELINE && s->dev.slice_for ? s->dev.slice_for(s->dev.ctx, (uint32_t)n)
+										  : 0;
+			s->slice_end = now + (sl > 0 ? sl : s->params.slice_ns);
 			s->dev.set_timer(s->dev.ctx, s->slice_end);
 		}
 	} else if (idle && s->idle_since >= 0) {

@@ -101,6 +101,13 @@ static void dev_set_timer(void *ctx, int64_t at)
 	gmx_sim__push(s, at < s->now ? s->now : at, EV_TIMER, 0, ++s->timer_gen);
 }
 
+/* msched's slice rule, when on (the timeline scheduler asks at each turn). */
+static int64_t dev_slice_for(void *ctx, uint32_t task)
+{
+	sim_t *s = ctx;
+	return s->ms && s->cfg->mem_slice_auto ? gmx_msched_slice(s->ms, task) : 0;
+}
+
 /* The GPU's compute preemption at the end of a time slice: the task's
  * kernels on the execution engine stop where they are (a kernel computing
  * keeps the rest of its run, one waiting for a fault batch or a migration
@@ -278,17 +285,15 @@ static void spatial_end(sim_t *s, scmd_t *x)
 }
 
 /* Where each task stands on the round-robin slice timeline, for ideal's
- * ranking: the running task has the rest of its slice, the others follow in
- * the order the scheduler takes them. */
+ * ranking: the running task has a whole slice of its own GPU time ahead, the
+ * others follow in the order the scheduler takes them, a slice each. The
+ * running task is ranked as at the start of its turn (as msched's plan is made
+ * at the switch), not by the wall-clock rest of its slice: a turn stretched by
+ * loads would otherwise rank the task's own next pages a rotation away, evict
+ * them, and stretch the next turn the same way. */
 static void ideal_timeline(sim_t *s, uint32_t task)
 {
-	if (s->slice_task != (int)task) {
-		s->slice_task = (int)task;
-		s->slice_start = s->now;
-	}
-	int64_t S = s->cfg->sched.slice_ns, R = S - (s->now - s->slice_start);
-	if (R < 0)
-		R = 0;
+	int64_t S = s->cfg->sched.slice_ns;
 	int prio[GMX_MAX_TASKS];
 	uint8_t run[GMX_MAX_TASKS];
 	uint32_t order[GMX_MAX_TASKS];
@@ -301,8 +306,8 @@ static void ideal_timeline(sim_t *s, uint32_t task)
 	}
 	uint32_t n = gmx_timeline_order(prio, run, s->n, task, order);
 	for (uint32_t k = 0; k < n; k++) {
-		wait[order[k]] = k ? R + (int64_t)(k - 1) * S : 0;
-		left[order[k]] = k ? S : R;
+		wait[order[k]] = (int64_t)k * S;
+		left[order[k]] = S;
 	}
 	gmx_ideal_timeline(s->ideal, wait, left, S, (int64_t)(n ? n - 1 : 0) * S);
 }
@@ -339,10 +344,15 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 						    : "a kernel touches more memory than the device holds");
 			return;
 		}
-		/* Perfect foresight: loads overlap the previous kernel, evictions run on
-		 * the other copy engine at the same time. */
-		int64_t begin_in = s->h2d_free > s->prev_ee_start ? s->h2d_free : s->prev_ee_start;
-		int64_t begin_out = s->d2h_free > s->prev_ee_start ? s->d2h_free : s->prev_ee_start;
+		/* The physical limit: every transfer as early as the link allows. An
+		 * eviction starts when its copy engine is free and the victim's last
+		 * use has ended; the loads go on the other copy engine at the same
+		 * time (full duplex), into the space the evictions free, and may run
+		 * any time before the kernel (perfect foresight). */
+		int64_t begin_out = s->d2h_free;
+		int64_t begin_in = s->h2d_free;
+		if (mv.out_bytes && begin_out > begin_in)
+			begin_in = begin_out;
 		if (mv.in_bytes)
 			s->h2d_free = begin_in + (int64_t)((double)mv.in_bytes / s->dev->link_in_gbps);
 		if (mv.out_bytes)
@@ -352,7 +362,7 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 			start = s->h2d_free;
 		if (mv.out_bytes && s->d2h_free > start)
 			start = s->d2h_free;
-		s->prev_ee_start = start;
+		gmx_ideal_used_until(s->ideal, start + x->dur);
 		cmd_push(s, x, start + x->dur, EV_END);
 		return;
 	}
@@ -360,8 +370,11 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 		/* Proactive: start when the kernel's own pages are in; what the
 		 * prediction missed faults in through the unified-memory path below. */
 		int64_t ready;
-		if (gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready)) {
-			gmx_sim__fail(s, -ENOSPC, "a kernel touches more memory than the device holds");
+		int mrc = gmx_msched_kernel(s->ms, x->c.task, x->op_index, s->now, &ready);
+		if (mrc) {
+			gmx_sim__fail(s, mrc == -ENOMEM ? -ENOMEM : -ENOSPC,
+				      mrc == -ENOMEM ? "out of memory in msched's planner"
+						     : "a kernel touches more memory than the device holds");
 			return;
 		}
 		x->pages_total = x->pages_left =
@@ -741,7 +754,6 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 	s.err = err;
 	s.err_len = err_len;
 	s.ee_task = s.ee_last_task = -1;
-	s.slice_task = -1;
 	s.rng = cfg->seed;
 	s.spatial = (cfg->policy->flags & GMX_POLICY_SPATIAL) != 0;
 	if (s.spatial && cfg->mem != GMX_MEM_INMEM) {
@@ -771,6 +783,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
 					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),
 					       cfg->sched.slice_ns, cfg->templates, &s.ms);
+		if (!rc && s.ms)
+			gmx_msched_slice_rule(s.ms, cfg->mem_slice_auto);
 		if (!rc && cfg->mem == GMX_MEM_IDEAL)
 			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
 	}
@@ -779,7 +793,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .submit = dev_submit,
 			    .migrate = NULL,
 			    .set_timer = dev_set_timer,
-			    .preempt = dev_preempt};
+			    .preempt = dev_preempt,
+			    .slice_for = dev_slice_for};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)

@@ -107,13 +107,11 @@ typedef struct sim {
 	uint64_t next_seq, timer_gen;
 	uint32_t running[ENG_COUNT];
 	int ee_task, ee_last_task;
-	int64_t prev_ee_start, h2d_free, d2h_free, um_free;
+	int64_t h2d_free, d2h_free, um_free; /* ideal: when each copy engine is free; um: the fault handler */
 	int64_t mig_last[GMX_MAX_TASKS][2]; /* timeline: 1 + index of the task's last migration span in, out */
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
 	gmx_msched_t *ms; /* msched modes */
-	int slice_task;	  /* ideal: the task whose slice runs, and since when */
-	int64_t slice_start;
 	int64_t *progress;
 	uint64_t rng;
 	uint64_t faults, fault_entries, throttles, kernels, events, stamp;

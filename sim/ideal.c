@@ -33,6 +33,9 @@ struct gmx_ideal {
 	uint64_t *stamp;      /* op that last pinned it */
 	uint8_t *ubigs;       /* at a unit's first big page: big pages in the unit; else 0 */
 	uint64_t capacity, used, stamp_now;
+	int64_t *stamp_end;   /* per access (stamp): when its op ends; 0 = not yet known */
+	uint64_t stamp_cap;
+	int64_t free_at;      /* of the running access's victims */
 	uint64_t in_bytes, out_bytes;
 	heap_entry_t *pending; /* keys of the running op's pages, pushed after its evictions */
 	int has_tl;            /* gmx_ideal_timeline was called */
@@ -317,6 +320,7 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 		free(id->t[t].heap);
 	}
 	free(id->pending);
+	free(id->stamp_end);
 	free(id->ubigs);
 	free(id->resident);
 	free(id->key);
@@ -387,6 +391,9 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 		ti->live--;
 		id->used -= id->ubigs[big];
 		id->out_bytes += (uint64_t)id->ubigs[big] << GMX_BIG_SHIFT;
+		uint64_t st = id->stamp[big];
+		if (st && st < id->stamp_cap && id->stamp_end[st] > id->free_at)
+			id->free_at = id->stamp_end[st];
 	}
 	return rc;
 }
@@ -399,6 +406,16 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	const gmx_op_t *o = &w->ops[op];
 	uint64_t in0 = id->in_bytes, out0 = id->out_bytes;
 	id->stamp_now++;
+	if (id->stamp_now >= id->stamp_cap) {
+		uint64_t ncap = id->stamp_cap ? 2 * id->stamp_cap : 4096;
+		int64_t *p = realloc(id->stamp_end, ncap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + id->stamp_cap, 0, (ncap - id->stamp_cap) * sizeof(*p));
+		id->stamp_end = p;
+		id->stamp_cap = ncap;
+	}
+	id->free_at = INT64_MIN;
 	/* Pass 0 pins and re-keys what is already resident, so that pass 1's
 	 * evictions can never take a page this op needs. */
 	for (int pass = 0; pass < 2; pass++) {
@@ -436,6 +453,7 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	id->pending_n = 0;
 	out->in_bytes = id->in_bytes - in0;
 	out->out_bytes = id->out_bytes - out0;
+	out->free_at = id->free_at;
 	/* Stale heap entries pile up as keys change; rebuild when they dominate. */
 	if (ti->heap_n > 4 * ti->live + 4096) {
 		uint32_t k = 0;
@@ -452,6 +470,12 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 		}
 	}
 	return 0;
+}
+
+void gmx_ideal_used_until(gmx_ideal_t *id, int64_t end)
+{
+	if (id->stamp_now < id->stamp_cap)
+		id->stamp_end[id->stamp_now] = end;
 }
 
 void gmx_ideal_totals(const gmx_ideal_t *id, uint64_t *in_bytes, uint64_t *out_bytes)

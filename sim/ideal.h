@@ -16,6 +16,10 @@ typedef struct gmx_ideal gmx_ideal_t;
 /* What one kernel needs moved. */
 typedef struct gmx_ideal_moves {
 	uint64_t in_bytes, out_bytes;
+	/* When the space the loads go into is vacated: the latest end of the
+	 * victims' last uses (gmx_ideal_used_until); INT64_MIN when no page was
+	 * evicted or the victims were never used since the warm fill. */
+	int64_t free_at;
 } gmx_ideal_moves_t;
 
 /* Builds the next-use index for n tasks laid out in m (used only for its
@@ -31,6 +35,10 @@ void gmx_ideal_destroy(gmx_ideal_t *id);
  * progress[t] is each task's position in its own GPU time (ns), now. */
 int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op, const int64_t *progress,
 		     gmx_ideal_moves_t *out);
+
+/* The op of the last gmx_ideal_access ends at `end` (ns): its pages are in
+ * use until then and cannot be evicted before. */
+void gmx_ideal_used_until(gmx_ideal_t *id, int64_t end);
 
 /* Tells the ranking where each task stands on the slice timeline: task t
  * next runs in wait[t] ns, for left[t] ns of its own GPU time, and after that

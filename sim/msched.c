@@ -31,6 +31,7 @@ typedef struct ptask {
 	uint32_t next_op;          /* the op the task runs next */
 	uint8_t runnable;
 	int priority;
+	int64_t target_ns;         /* latency target, 0 = none */
 } ptask_t;
 
 struct gmx_msched {
@@ -38,6 +39,11 @@ struct gmx_msched {
 	const gmx_preset_t *dev;
 	gmx_msched_variant_t variant;
 	int64_t slice_ns;
+	int rule;              /* pick each slice by the rule (msched.h) */
+	int oom;               /* the rule ran out of memory: the next kernel reports it */
+	double slice_sum;      /* of the slices given by the rule, for the stats */
+	uint64_t slices;
+	int64_t slice_lo, slice_hi;
 	uint32_t n;
 	ptask_t t[GMX_MAX_TASKS];
 	gmx_mplan_t *plan;
@@ -441,8 +447,10 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 			 ? -ENOMEM
 			 : gmx_mplan_create(m->n_chunks, &ms->plan);
 	uint64_t touched = 0, predicted = 0, hit = 0;
-	for (uint32_t i = 0; i < n && !rc; i++)
+	for (uint32_t i = 0; i < n && !rc; i++) {
 		rc = build_task(ms, i, &tasks[i], profile, &touched, &predicted, &hit);
+		ms->t[i].target_ns = (int64_t)(tasks[i].latency_target_s * 1e9);
+	}
 	if (rc) {
 		gmx_msched_destroy(ms);
 		return rc;
@@ -485,6 +493,12 @@ void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task)
 void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out)
 {
 	*out = ms->st;
+	out->slice_auto = ms->rule;
+	if (ms->slices) {
+		out->slice_mean_ms = ms->slice_sum / (double)ms->slices / 1e6;
+		out->slice_min_ms = (double)ms->slice_lo / 1e6;
+		out->slice_max_ms = (double)ms->slice_hi / 1e6;
+	}
 }
 
 /* ---- the switch ---------------------------------------------------------------- */
@@ -621,7 +635,7 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 	ms->n_need = 0;
 	for (uint32_t s = 0; s < ns; s++) {
 		ms->first[s] = ms->n_need;
-		if (slice_needs(ms, order[s], s == 0))
+		if (slice_needs(ms, order[s], s <= 1))
 			return -ENOMEM;
 	}
 	ms->first[ns] = ms->n_need;
@@ -651,14 +665,96 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		if (migrate_chunk(ms, c, ms->mask[c], at, &ms->st.planned_in_bytes))
 			break;
 	}
+	/* Then the slice after it, on the link behind those loads, while the turn
+	 * runs: only into room that no chunk of these two slices holds (free, or
+	 * a victim that a later slice needs first, or none does), and only while
+	 * the link would finish within the coming turn (no backlog that later
+	 * loads would queue behind). */
+	if (ns > 1 && ms->variant != GMX_MSCHED_FIFO)
+		for (uint32_t i = ms->first[1]; i < ms->first[2]; i++) {
+			uint32_t c = ms->need[i];
+			if (ms->h2d_free > at + ms->slice_ns)
+				break;
+			if (has_pages(&m->chunks[c], ms->mask[c]))
+				continue;
+			if (!m->chunks[c].resident && m->used_chunks >= m->capacity_chunks) {
+				uint32_t v = m->head;
+				while (v != GMX_NO_CHUNK && m->chunks[v].stamp == ms->stamp)
+					v = m->chunks[v].next;
+				uint32_t r = v == GMX_NO_CHUNK ? 0 : gmx_mplan_rank(ms->plan, v);
+				if (r <= 1)
+					break;
+			}
+			m->chunks[c].stamp = ms->stamp; /* not a victim of the prefetch that follows */
+			if (migrate_chunk(ms, c, ms->mask[c], at, &ms->st.prefetch_in_bytes))
+				break;
+		}
 	ms->st.switches++;
 	return 0;
+}
+
+void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
+{
+	ms->rule = on;
+}
+
+/* Seconds to move in the pages task t's coming slice (of ms->slice_ns) needs
+ * and does not have: the switch's migration, pipelined (loads and evictions
+ * at once, each direction at its rate). */
+static double missing_s(gmx_msched_t *ms, uint32_t t)
+{
+	ms->n_need = 0;
+	if (slice_needs(ms, t, 1)) {
+		ms->oom = 1;
+		return 0;
+	}
+	uint64_t pages = 0;
+	for (uint32_t i = 0; i < ms->n_need; i++) {
+		const gmx_chunk_t *k = &ms->m->chunks[ms->need[i]];
+		for (int j = 0; j < 8; j++)
+			pages += (uint64_t)__builtin_popcountll(ms->mask[ms->need[i]][j] & ~k->bits[j]);
+	}
+	double gbps = ms->variant == GMX_MSCHED_SERIAL ? ms->dev->link_serial_gbps / 2 : ms->dev->link_in_gbps;
+	return (double)(pages * GMX_PAGE_SIZE) / gbps / 1e9;
+}
+
+int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task)
+{
+	if (!ms->rule || task >= ms->n)
+		return ms->slice_ns;
+	int64_t cap = GMX_MSCHED_SLICE_NS_MAX;
+	uint32_t runnable = 0;
+	for (uint32_t i = 0; i < ms->n; i++)
+		runnable += ms->t[i].runnable;
+	for (uint32_t i = 0; i < ms->n; i++)
+		if (ms->t[i].runnable && ms->t[i].target_ns > 0 && ms->t[i].target_ns / (runnable ? runnable : 1) < cap)
+			cap = ms->t[i].target_ns / (runnable ? runnable : 1);
+	if (cap < GMX_MSCHED_SLICE_NS_MIN)
+		cap = GMX_MSCHED_SLICE_NS_MIN;
+	/* The migration depends on the horizon: estimate it over the longest
+	 * allowed slice, then once more over the slice that estimate asks for. */
+	int64_t sl = cap;
+	for (int round = 0; round < 2; round++) {
+		ms->slice_ns = sl;
+		int64_t want = (int64_t)(missing_s(ms, task) * 1e9 / GMX_MSCHED_MIGRATION_SHARE);
+		sl = want < GMX_MSCHED_SLICE_NS_MIN ? GMX_MSCHED_SLICE_NS_MIN : want > cap ? cap : want;
+	}
+	ms->slice_ns = sl;
+	ms->slice_sum += (double)sl;
+	if (!ms->slices || sl < ms->slice_lo)
+		ms->slice_lo = sl;
+	if (!ms->slices || sl > ms->slice_hi)
+		ms->slice_hi = sl;
+	ms->slices++;
+	return sl;
 }
 
 int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready)
 {
 	ptask_t *p = &ms->t[task];
 	const gmx_workload_t *w = p->w;
+	if (ms->oom)
+		return -ENOMEM;
 	p->next_op = op;
 	if (ms->cur != (int)task) {
 		int rc = plan_switch(ms, task, now);

@@ -14,11 +14,16 @@
 #include "preset.h"
 #include "sim.h"
 
-/* Slice length of the memory-scheduled modes (msched*, ideal) when a scenario
- * sets no mem_slice_ms: long enough that one rotation amortises the migration
- * it causes (docs/msched.md shows the sweep), short enough for interactive
- * latency in the hundreds of ms. Bounds as for slice_ms. */
-#define GMX_MSCHED_SLICE_NS_DEFAULT 200000000LL /* 200 ms */
+/* The slice rule (when a scenario sets no mem_slice_ms, or "auto"): at each
+ * switch the next task's slice is the shortest that keeps the switch's
+ * migration (its missing predicted bytes over the link) within
+ * GMX_MSCHED_MIGRATION_SHARE of the turn, in [SLICE_NS_MIN, SLICE_NS_MAX], and
+ * no longer than the tightest latency target over the runnable tasks divided
+ * by their number (a rotation fits the target); the target wins when the two
+ * disagree. docs/msched.md#the-slice. */
+#define GMX_MSCHED_SLICE_NS_MIN 2000000LL    /* 2 ms: the GPU's own slice */
+#define GMX_MSCHED_SLICE_NS_MAX 2000000000LL /* 2 s */
+#define GMX_MSCHED_MIGRATION_SHARE 0.10
 
 typedef enum gmx_msched_variant {
 	GMX_MSCHED_FULL = 0,   /* templates, timeline order, pipelined migration */
@@ -42,8 +47,17 @@ void gmx_msched_destroy(gmx_msched_t *ms);
 /* Op `op` of `task` is about to start at `now` on the execution engine:
  * plans a switch when the task differs from the last one, makes the op's
  * predicted pages resident, and writes into *ready when it may start (its own
- * pages in). 0, or -ENOSPC when even one chunk cannot be placed. */
+ * pages in). 0, -ENOSPC when even one chunk cannot be placed, or -ENOMEM when
+ * the slice rule or the planner ran out of memory. */
 int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready);
+
+/* Turns the slice rule on (see GMX_MSCHED_MIGRATION_SHARE); off, every slice is
+ * the slice_ns given at creation. */
+void gmx_msched_slice_rule(gmx_msched_t *ms, int on);
+
+/* The slice task `task` gets at the switch starting now, in ns: by the rule
+ * when it is on, else the fixed slice. Also the horizon its switch plans. */
+int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task);
 
 /* Task `task` will run no more (leaves the timeline). */
 void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task);

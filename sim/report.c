@@ -81,8 +81,15 @@ json_t *gmx_report_object(const gmx_run_info_t *info, const gmx_sim_result_t *r)
 		json_object_set_new(ms, "switches", json_integer((json_int_t)m->switches));
 		json_object_set_new(ms, "planned_in_bytes", json_integer((json_int_t)m->planned_in_bytes));
 		json_object_set_new(ms, "topup_in_bytes", json_integer((json_int_t)m->topup_in_bytes));
+		json_object_set_new(ms, "prefetch_in_bytes", json_integer((json_int_t)m->prefetch_in_bytes));
 		json_object_set_new(ms, "predicted_missing_pages",
 				    json_integer((json_int_t)m->predicted_missing));
+		json_object_set_new(ms, "slice_rule", json_boolean(m->slice_auto));
+		if (m->slice_auto) {
+			json_object_set_new(ms, "slice_mean_ms", json_real(m->slice_mean_ms));
+			json_object_set_new(ms, "slice_min_ms", json_real(m->slice_min_ms));
+			json_object_set_new(ms, "slice_max_ms", json_real(m->slice_max_ms));
+		}
 		json_object_set_new(root, "msched", ms);
 	}
 	return root;
@@ -141,6 +148,9 @@ void gmx_report_table(FILE *out, const gmx_run_info_t *info, const gmx_sim_resul
 	if (r->msched.valid)
 		fprintf(out, "; prediction FN %.3f%% FP %.3f%%; %llu switches", r->msched.false_negative_pct,
 			r->msched.false_positive_pct, (unsigned long long)r->msched.switches);
+	if (r->msched.slice_auto)
+		fprintf(out, "; slices by the rule %.1f-%.1f ms (mean %.1f)", r->msched.slice_min_ms,
+			r->msched.slice_max_ms, r->msched.slice_mean_ms);
 	if (!strcmp(info->mem, "um") || r->msched.valid)
 		fprintf(out, "; %llu fault batches (%llu pages)", (unsigned long long)r->faults,
 			(unsigned long long)r->fault_entries);

@@ -35,6 +35,7 @@ typedef struct task_spec {
 	char *arrival;
 	int arrival_line;
 	double rate;
+	double latency_target_ms;
 	char *arrivals_path;
 	int arrivals_line;
 	int count_line;
@@ -117,6 +118,10 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 		if (gmx_mem_mode_parse(value) < 0)
 			return bad(st, "unknown memory mode '%s' (expected %s)", value, GMX_MEM_MODE_NAMES);
 		return set_str(&sc->mem, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	}
+	if (!strcmp(name, "mem_slice_ms") && !strcmp(value, "auto")) {
+		st->mem_slice_ms = 0;
+		return 1;
 	}
 	if (!strcmp(name, "slice_ms") || !strcmp(name, "mem_slice_ms")) {
 		char what[160];
@@ -273,6 +278,12 @@ static int task_key(parse_state_t *st, task_spec_t *t, const char *name, const c
 	if (!strcmp(name, "arrivals")) {
 		t->arrivals_line = st->line;
 		return set_str(&t->arrivals_path, value) ? bad(st, "out of memory%s%s", "", "") : 1;
+	}
+	if (!strcmp(name, "latency_target_ms")) {
+		if (parse_double(value, 0.01, 3600000, &t->latency_target_ms))
+			return bad(st, "latency_target_ms '%s' is not a number of milliseconds in [0.01, 3600000]%s",
+				   value, "");
+		return 1;
 	}
 	/* Anything else is the generator's; it checks its own keys. */
 	if (t->n_params == SCENARIO_MAX_PARAMS)
@@ -477,7 +488,8 @@ static int build_tasks(parse_state_t *st, const char *dir, char *err, size_t err
 				 st->path, t->line, t->name);
 			return -EINVAL;
 		}
-		gmx_sim_task_t proto = {.priority = t->priority, .units = t->units};
+		gmx_sim_task_t proto = {.priority = t->priority, .units = t->units,
+					.latency_target_s = t->latency_target_ms / 1e3};
 		if (!t->arrival || !strcmp(t->arrival, "closed")) {
 			proto.arrival = GMX_ARRIVAL_CLOSED;
 		} else if (!strcmp(t->arrival, "poisson")) {
@@ -604,8 +616,7 @@ int gmx_scenario_load(const char *path, gmx_scenario_t *sc, char *err, size_t er
 		gmx_sched_params_default(&sc->params);
 		if (st.slice_ms > 0)
 			sc->params.slice_ns = (int64_t)llround(st.slice_ms * 1e6);
-		sc->mem_slice_ns = st.mem_slice_ms > 0 ? (int64_t)llround(st.mem_slice_ms * 1e6)
-						       : GMX_MSCHED_SLICE_NS_DEFAULT;
+		sc->mem_slice_ns = st.mem_slice_ms > 0 ? (int64_t)llround(st.mem_slice_ms * 1e6) : 0; /* 0: the rule */
 		if (st.inflight > 0)
 			sc->params.inflight_max = (uint32_t)st.inflight;
 		sc->duration_ns = (int64_t)llround((st.duration_s > 0 ? st.duration_s : SCENARIO_DURATION_S_DEFAULT) * 1e9);
@@ -700,7 +711,8 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 	 * keeps the scenario's schedule: it is the limit of that schedule (run it
 	 * with --sched timeline --slice-ms for the limit at msched's slice). */
 	if (mode >= GMX_MEM_MSCHED) {
-		cfg.sched.slice_ns = sc->mem_slice_ns;
+		cfg.mem_slice_auto = sc->mem_slice_ns <= 0;
+		cfg.sched.slice_ns = cfg.mem_slice_auto ? GMX_MSCHED_SLICE_NS_MAX : sc->mem_slice_ns;
 		/* ... under the scheduler whose timeline the planner knows. */
 		if (!strcmp(ops->name, "timeslice"))
 			cfg.policy = gmx_sched_find("timeline");

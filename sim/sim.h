@@ -42,6 +42,7 @@ typedef struct gmx_sim_task {
 	double *gaps_s;	   /* trace: inter-arrival times, repeated */
 	uint32_t n_gaps;
 	gmx_workload_t *workload; /* owned by the scenario */
+	double latency_target_s;  /* msched's slice rule keeps a rotation within it; 0 = none */
 } gmx_sim_task_t;
 
 /* Span kinds beyond the commands' (gmx_op_kind_t) in a recorded timeline: what happened to a
@@ -81,6 +82,8 @@ typedef struct gmx_sim_config {
 	uint32_t n_tasks;
 	gmx_sim_timeline_t *timeline;	     /* when not NULL, every executed command is appended */
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
+	int mem_slice_auto; /* msched modes: pick each switch's slice by the rule (sim/msched.h); sched.slice_ns
+			       is then the longest slice */
 	/* When not NULL, called now and then with the share of the run's simulated time done
 	 * (0 to 1), so that a front end can show progress; it must not touch the run. */
 	void (*progress)(void *ctx, double done);
@@ -114,7 +117,10 @@ typedef struct gmx_sim_msched_stats {
 	uint64_t switches;	    /* planned context switches */
 	uint64_t planned_in_bytes;  /* loaded at switches */
 	uint64_t topup_in_bytes;    /* loaded just before a kernel (beyond its slice's plan) */
+	uint64_t prefetch_in_bytes; /* loaded for the slice after next, during the coming turn */
 	uint64_t predicted_missing; /* predicted pages absent when a kernel started (fallback) */
+	int slice_auto;		    /* slices picked by the rule */
+	double slice_mean_ms, slice_min_ms, slice_max_ms; /* of the slices given out */
 } gmx_sim_msched_stats_t;
 
 /* A run's figures. Counters and traffic cover the measured window only (the

@@ -79,6 +79,10 @@ typedef struct gmx_device {
 	 * preemption does at the end of a context's time slice. May be NULL on
 	 * devices that cannot (a software queue waits for kernels to finish). */
 	void (*preempt)(void *ctx, uint32_t task, int hold);
+	/* The slice `task` gets for the turn it starts now, in ns (a memory
+	 * scheduler's choice); <= 0 or NULL: the policy's slice_ns. Asked by the
+	 * timeline scheduler at each turn. */
+	int64_t (*slice_for)(void *ctx, uint32_t task);
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gpumux sim --compare --json prints one JSON object (one report per memory mode), no table.
+# gpumux sim --compare --json prints one JSON object (one report per run: inmem and um at the
+# native slice; inmem, um, ideal and msched at msched's slice), no table.
 set -u
 G=$1 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -13,6 +14,7 @@ for m in inmem um ideal msched; do
 done
 grep -q '"runs":\[' "$W/out" || fail "no runs array"
 if command -v jq >/dev/null; then
-	[ "$(jq '.runs | length' "$W/out")" = 4 ] || fail "jq: runs is not 4 reports"
+	[ "$(jq '.runs | length' "$W/out")" = 6 ] || fail "jq: runs is not 6 reports"
+	[ "$(jq '[.runs[] | select(.mem == "inmem")] | length' "$W/out")" = 2 ] || fail "jq: not two inmem references"
 fi
 echo "ok: --compare --json is one JSON object"
