@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_plot.h"
 #include "bench_util.h"
 #include "scenario.h"
 
@@ -28,10 +29,9 @@ static int frontier_run(const gmx_scenario_t *sc, int mode, int64_t slice, gmx_s
 	return rc;
 }
 
-int gmx_bench_frontier(const char *dir, int quick, int json);
 
 /* Prints the table (unless json) and one JSON object; 0, or 1 on an error. */
-int gmx_bench_frontier(const char *dir, int quick, int json)
+int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot)
 {
 	static const char *const scen[] = {"a-200", "b-200", "c-200", "d-200", "micro-200"};
 	static const double slices_ms[] = {2, 20, 200, 1000, 2000};
@@ -119,6 +119,7 @@ int gmx_bench_frontier(const char *dir, int quick, int json)
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s\n", s ? s : "{}");
 	free(s);
+	int prc = plot ? gmx_bench_plot(plot, "frontier", root) : 0;
 	json_decref(root);
-	return 0;
+	return prc;
 }

@@ -139,10 +139,50 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 		rc |= draw(dir, "calibrate-um-of-inmem",
 			   "Unified memory: throughput kept of unlimited memory (MSched mixes)",
 			   "% of inmem throughput", &a, 0);
+	} else if (!strcmp(bench, "frontier")) {
+		/* One group per scenario and slice: each memory mode's share of same-slice inmem. */
+		json_array_foreach(json_object_get(root, "points"), i, row)
+		{
+			const char *g = "?";
+			if (i < MAX_GROUPS) {
+				char sn[48];
+				snprintf(names[i], sizeof names[i], "%s %g ms",
+					 short_name(str(row, "scenario"), sn, sizeof sn),
+					 json_number_value(json_object_get(row, "slice_ms")));
+				g = names[i];
+			}
+			static const char *const modes[] = {"um", "ideal", "msched"};
+			for (int m = 0; m < 3; m++)
+				table_set(&a, g, modes[m],
+					  100 * json_number_value(json_object_get(
+						    json_object_get(row, modes[m]), "of_inmem")));
+		}
+		rc |= draw(dir, "frontier-of-inmem",
+			   "Throughput kept of same-slice inmem, per scenario and slice",
+			   "% of inmem throughput", &a, 100);
+	} else if (!strcmp(bench, "speed")) {
+		json_array_foreach(json_object_get(root, "runs"), i, row)
+		{
+			const char *g = i < MAX_GROUPS
+					    ? short_name(str(row, "scenario"), names[i], sizeof names[i])
+					    : "?";
+			table_set(&a, g, str(row, "mem"), json_number_value(json_object_get(row, "wall_s")));
+		}
+		rc |= draw(dir, "speed-wall", "Wall time to simulate each shipped scenario", "seconds", &a, 0);
+	} else if (!strcmp(bench, "replay")) {
+		json_array_foreach(json_object_get(root, "traces"), i, row)
+		{
+			const char *g = i < MAX_GROUPS
+					    ? short_name(str(row, "trace"), names[i], sizeof names[i])
+					    : "?";
+			double rec = json_number_value(json_object_get(row, "recorded_span_s"));
+			double rep = json_number_value(json_object_get(row, "replay_span_s"));
+			table_set(&a, g, "replay / recorded", rec > 0 ? 100 * rep / rec : NAN);
+		}
+		rc |= draw(dir, "replay-span", "Each trace replayed alone: span as a share of its recording",
+			   "% of recorded span", &a, 100);
 	} else {
-		fprintf(stderr,
-			"gpumux bench: --plot: no chart for '%s' (calibrate, msched and fikit have one)\n",
-			bench);
+		fprintf(stderr, "gpumux bench: --plot: no chart for '%s'\n", bench);
 		return 1;
 	}
 	return rc;

@@ -14,6 +14,10 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot);
  * plot: also its chart there (gpumux bench --plot), or NULL. Exit code. */
 int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot);
 
+/* gpumux bench frontier (bench_frontier.c): um, ideal and msched over a slice sweep; plot: also
+ * its chart there, or NULL. Exit code. */
+int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot);
+
 /* gpumux bench fikit (bench_fikit.c): the pairs under dir/fikit; 0, or 1 on the first failure.
  * plot: also its charts there (gpumux bench --plot), or NULL. */
 int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);

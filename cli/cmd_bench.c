@@ -100,6 +100,10 @@ static int bench_speed(const bench_opts_t *o)
 		printf("\nslowest run: %.2f s (target: under 10 s)\n", worst);
 	printf("%s\n", s ? s : "{}");
 	free(s);
+	if (o->plot && gmx_bench_plot(o->plot, "speed", root)) {
+		json_decref(root);
+		return 1;
+	}
 	json_decref(root);
 	return 0;
 }
@@ -163,8 +167,9 @@ static int bench_replay(const bench_opts_t *o)
 		printf("\nworst span error: %.1f%% (target: within 10%%)\n", 100 * worst);
 	printf("%s\n", s ? s : "{}");
 	free(s);
+	int prc = o->plot ? gmx_bench_plot(o->plot, "replay", root) : 0;
 	json_decref(root);
-	return 0;
+	return prc;
 }
 
 static int bench_calibrate(const bench_opts_t *o)
@@ -179,8 +184,7 @@ static int bench_msched(const bench_opts_t *o)
 
 static int bench_frontier(const bench_opts_t *o)
 {
-	int gmx_bench_frontier(const char *dir, int quick, int json); /* bench_frontier.c */
-	return gmx_bench_frontier(o->dir, o->quick, o->json);
+	return gmx_bench_frontier(o->dir, o->quick, o->json, o->plot);
 }
 
 static int bench_fikit(const bench_opts_t *o)
@@ -223,8 +227,7 @@ static void usage(FILE *out)
 		     "options:\n"
 		     "  --quick          only the 150%% scenarios\n"
 		     "  --json           print only the JSON object (a table and the JSON otherwise)\n"
-		     "  --plot DIR       also draw the table as bar charts (SVG, PNG) in DIR (calibrate, msched,\n"
-		     "                   fikit)\n"
+		     "  --plot DIR       also draw the table as bar charts (SVG, PNG) in DIR (every benchmark)\n"
 		     "  --scenarios DIR  where the shipped scenarios are (default: scenarios)\n"
 		     "  --traces DIR     where the shared traces are (default: ../shared/traces)\n"
 		     "  -h, --help       show this help\n");
