@@ -168,13 +168,13 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 					    : "?";
 			table_set(&a, g, str(row, "mem"), json_number_value(json_object_get(row, "wall_s")));
 		}
-		rc |= draw(dir, "speed-wall", "Wall time to simulate each shipped scenario", "seconds", &a, 0);
+		rc |=
+		    draw(dir, "speed-wall", "Wall time to simulate each shipped scenario", "seconds", &a, 0);
 	} else if (!strcmp(bench, "replay")) {
 		json_array_foreach(json_object_get(root, "traces"), i, row)
 		{
-			const char *g = i < MAX_GROUPS
-					    ? short_name(str(row, "trace"), names[i], sizeof names[i])
-					    : "?";
+			const char *g =
+			    i < MAX_GROUPS ? short_name(str(row, "trace"), names[i], sizeof names[i]) : "?";
 			double rec = json_number_value(json_object_get(row, "recorded_span_s"));
 			double rep = json_number_value(json_object_get(row, "replay_span_s"));
 			table_set(&a, g, "replay / recorded", rec > 0 ? 100 * rep / rec : NAN);
