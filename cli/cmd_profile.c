@@ -114,6 +114,7 @@ static int record(int argc, char **argv)
 	cfg.progress_ctx = &prog;
 	gmx_kprof_t *p = calloc(sc.n_tasks ? sc.n_tasks : 1, sizeof(*p));
 	int rc = p ? gmx_profile_measure(&cfg, p, err, sizeof(err)) : -ENOMEM;
+	int measured = rc == 0; /* p holds profiles to free, whether or not writing them works */
 	gmx_progress_end(&prog);
 	if (!rc)
 		rc = gmx_profile_write(outp, p, sc.n_tasks, err, sizeof(err));
@@ -122,7 +123,7 @@ static int record(int argc, char **argv)
 	else
 		for (uint32_t i = 0; i < sc.n_tasks; i++)
 			printf("%s: %u entries from %" PRIu64 " units\n", p[i].task, p[i].n, p[i].units);
-	if (p && !rc)
+	if (measured)
 		gmx_profile_free(p, sc.n_tasks);
 	else
 		free(p);

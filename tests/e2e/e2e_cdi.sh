@@ -98,6 +98,10 @@ run_in "$R/cdi.json" p2 ctrld image || fail "the client in the container failed:
     fail "generate --preload"
 "$G" cdi validate "$R/cdi-preload.json" >/dev/null || fail "the preload spec does not validate"
 [ "$(cat "$R/ld.so.preload")" = /usr/local/gpumux/lib/libcuda.so.1 ] || fail "the preload file names $(cat "$R/ld.so.preload")"
+# A sanitizer build: AddressSanitizer's runtime must be the first library loaded, so it goes
+# ahead of the interposer in this test's copy of the preload file (as LD_PRELOAD does elsewhere).
+asan=$(ldd "$CLIENT" | awk '/libasan/ { print $3 }')
+[ -z "$asan" ] || printf '/usr/lib/x86_64-linux-gnu/%s\n%s\n' "$(basename "$asan")" "$(cat "$R/ld.so.preload")" >"$R/ld.so.preload"
 run_in "$R/cdi-preload.json" p7 ctrpre reset || fail "the preloaded client failed: $(tail -3 "$R/ctrpre.err")"
 
 # Each client was scheduled by the host's gpumuxd with the device's priority, and all of its

@@ -8,6 +8,8 @@
 # msched on a-300 (0.238 against msched's 0.276 of same-schedule inmem in full runs; its
 # cross-task ranking of next uses is an estimate, docs/simulator.md) and where 1-3 s windows
 # are noisier than the 0.5% tolerance.
+# GMX_IDEAL_ONLY="a-150 ..." limits the scenarios (the sanitizer build checks memory, not
+# figures, and runs two; the release build runs all).
 # usage: ideal_bound.sh GPUMUX SCENARIO_DIR
 set -u
 G=$1 D=$2
@@ -19,6 +21,7 @@ share() { jq -n --argjson a "$1" --argjson b "$2" \
 bad="" n=0
 for f in "$D"/msched/*.ini; do
   s=$(basename "$f" .ini)
+  [ -z "${GMX_IDEAL_ONLY:-}" ] || [[ " $GMX_IDEAL_ONLY " == *" $s "* ]] || continue
   for S in ${GMX_IDEAL_SLICES:-1000}; do
     inm=$(run "$f" --mem inmem --sched timeline --slice-ms $S) || exit 1
     idl=$(share "$(run "$f" --mem ideal --sched timeline --slice-ms $S)" "$inm") || exit 1
