@@ -323,7 +323,7 @@ static int drain_down(void)
 			grants += gmx_dl_apply_down(&e);
 		} else if (e.type == GMX_DOWN_LEASE) {
 			gmx_dl_apply_down(&e);
-			grants += gmx_dl.l_inflight > 0; /* held commands may go under it */
+			grants += gmx_dl.lease.inflight > 0; /* held commands may go under it */
 		} else if (e.type == GMX_DOWN_MIGRATE) {
 			gmx_dl.migrating = 1;
 			pthread_mutex_unlock(&gmx_dl.lock);

@@ -19,6 +19,7 @@
 #include "shim_internal.h"
 
 #include "gmx_proto.h"
+#include "lease.h"
 
 #include <pthread.h>
 
@@ -62,12 +63,8 @@ typedef struct {
 	seq_slot_t tbl[SEQ_TABLE];
 	unsigned used;	  /* slots not FREE (tombstones included) */
 	unsigned granted; /* slots GRANTED: granted by the daemon, not yet completed */
-	/* The lease in effect (docs/protocol.md): leased commands in flight at most (0: none), no
-	 * release after l_until (CLOCK_MONOTONIC ns; 0: no end); leased commands in flight (slots
-	 * LEASED); the last seq released under a lease this session. */
-	uint32_t l_inflight, l_now;
-	int64_t l_until;
-	uint64_t l_last_seq;
+	/* The lease in effect (docs/protocol.md); its commands in flight are the slots LEASED. */
+	gmx_shim_lease_t lease;
 	uint64_t leased_total; /* releases under a lease, all sessions (the shim's log at exit) */
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
@@ -112,10 +109,6 @@ int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uin
  * replaces the lease in effect and is acknowledged. Returns 1 for a grant that counted, else 0.
  * D.lock held. */
 int gmx_dl_apply_down(const gmx_ring_entry_t *e);
-
-/* Nonzero when the lease in effect lets one more command go at `now_ns` (CLOCK_MONOTONIC).
- * D.lock held. */
-int gmx_dl_lease_allows(int64_t now_ns);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
 int64_t gmx_dl_now_ns(void);

@@ -72,9 +72,7 @@ void gmx_dl_seq_clear(void)
 	memset(gmx_dl.tbl, 0, sizeof gmx_dl.tbl);
 	gmx_dl.used = 0;
 	gmx_dl.granted = 0;
-	gmx_dl.l_inflight = gmx_dl.l_now = 0;
-	gmx_dl.l_until = 0;
-	gmx_dl.l_last_seq = 0;
+	memset(&gmx_dl.lease, 0, sizeof gmx_dl.lease);
 }
 
 static int live(int st)
@@ -102,22 +100,16 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e)
 		}
 	} else if (e->type == GMX_DOWN_LEASE) {
 		/* From here on (in the up ring's order) releases count against this lease. */
-		if (gmx_dl_push_batched(GMX_UP_LEASE_ACK, 0, e->seq, gmx_dl.l_last_seq, 0) != 0) {
-			gmx_dl.l_inflight = 0; /* unacknowledged: release nothing under it */
+		if (gmx_dl_push_batched(GMX_UP_LEASE_ACK, 0, e->seq, gmx_dl.lease.last_seq, 0) != 0) {
+			gmx_shim_lease_apply(&gmx_dl.lease, 0, 0); /* unacknowledged: nothing under it */
 			gmx_dl_desync_locked();
 			return 0;
 		}
-		gmx_dl.l_inflight = e->a;
-		gmx_dl.l_until = (int64_t)e->x;
+		gmx_shim_lease_apply(&gmx_dl.lease, e->a, (int64_t)e->x);
 	}
 	return 0;
 }
 
-int gmx_dl_lease_allows(int64_t now_ns)
-{
-	return gmx_dl.l_inflight && gmx_dl.l_now < gmx_dl.l_inflight && !gmx_dl.migrating && !gmx_dl.desync &&
-	       (!gmx_dl.l_until || now_ns <= gmx_dl.l_until);
-}
 
 static seq_slot_t *seq_insert(uint64_t s)
 {
@@ -189,8 +181,7 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 		return 0;
 	}
 	s->state = ST_LEASED;
-	gmx_dl.l_now++;
-	gmx_dl.l_last_seq = cmd->seq;
+	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
 	gmx_dl.leased_total++;
 	return 1;
 }
@@ -230,13 +221,14 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 		seq_slot_t *s = gmx_dl_seq_find(cmd->seq);
 		if (s) {
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
-		} else if (gmx_dl.l_inflight) {
+		} else if (gmx_dl.lease.inflight) {
 			int64_t now = gmx_dl_now_ns();
-			if (gmx_dl_lease_allows(now))
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync);
+			if (d == GMX_LEASE_RELEASE)
 				ok = lease_release(cmd, now);
-			else if (gmx_dl.l_now == 0 || (gmx_dl.l_until && now > gmx_dl.l_until))
-				notice(cmd); /* nothing of the lease in flight to wait for, or it ended */
-			/* else: held until a leased command completes (the lease's bound) */
+			else if (d == GMX_LEASE_ASK)
+				notice(cmd);
+			/* GMX_LEASE_HOLD: asked again once a leased command completed */
 		} else {
 			notice(cmd);
 		}
@@ -255,7 +247,7 @@ static void grant_completed(void *self, uint64_t seq)
 	if (s && s->state == ST_LEASED) {
 		/* Leased work completes in batches: the daemon reads it on its own schedule. */
 		s->state = ST_TOMB;
-		gmx_dl.l_now--;
+		gmx_shim_lease_completed(&gmx_dl.lease);
 		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)gmx_dl_now_ns()) != 0)
 			gmx_dl_desync_locked();
 	} else if (s && s->state == ST_GRANTED) {
