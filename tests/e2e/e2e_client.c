@@ -31,6 +31,8 @@
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "idle",
  * "done".
  * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T" before "done":
+ * --for-ms MS stops launching once MS ms have passed since the first launch (checked every 64
+ * launches; --count stays the upper bound), so a rate run lasts as long whatever the rate;
  * the time from the first launch to the end of the final synchronisation.
  */
 #define _GNU_SOURCE
@@ -356,7 +358,7 @@ int main(int argc, char **argv)
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
 		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0;
+	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -396,6 +398,8 @@ int main(int argc, char **argv)
 			hold_ms = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--for-ms"))
+			for_ms = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -486,7 +490,10 @@ int main(int argc, char **argv)
 		}
 	}
 	long long t_first = now_ns();
-	for (long i = 0; i < count; i++) {
+	long launched = 0;
+	for (long i = 0; i < count; i++, launched++) {
+		if (for_ms > 0 && (i & 63) == 0 && now_ns() - t_first >= for_ms * 1000000LL)
+			break;
 		if (i == pause_at) {
 			CU(cuStreamSynchronize(st));
 			fprintf(log, "paused\n");
@@ -535,7 +542,7 @@ int main(int argc, char **argv)
 	if (buf)
 		CU(cuMemFree(buf));
 	if (quiet)
-		fprintf(log, "rate launches=%ld ns=%lld\n", count, t_last - t_first);
+		fprintf(log, "rate launches=%ld ns=%lld\n", launched, t_last - t_first);
 	fprintf(log, "done\n");
 	if (child == 0) {
 		fclose(log);
