@@ -347,7 +347,7 @@ static void release_head(gmx_sq *q)
 	q->head = c->next;
 	if (!q->head)
 		q->tail = NULL;
-	g.queued--;
+	__atomic_sub_fetch(&g.queued, 1, __ATOMIC_RELAXED); /* read without the lock: enqueue */
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
 	if (c->evi)
@@ -584,10 +584,12 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		pthread_mutex_unlock(&g.lock);
 		return GMX_SHIM_DIRECT; /* no context or an invalid stream: the driver says which */
 	}
-	/* Straight through: a policy that never holds, nothing queued anywhere in the process (so no
-	 * ordering rule can hold this command) and no log to write: a launch goes to the driver from
-	 * the caller's own arguments, with no command built and no copy of its parameters. */
-	if (g.untracked && g.queued == 0 && gmx_shim_log_fd < 0 && q->ctx == current_ctx()) {
+	/* Straight through (gmx_shim_straight: the hooks call the driver without coming here) for
+	 * what that leaves to the queue: the per-thread default stream, mapped to the shim's stream
+	 * for this thread, and launches before the queue was set up. The driver gets the call the
+	 * application made, in the caller's own context, so that context need not be the stream's as
+	 * for a release. */
+	if (g.untracked && g.queued == 0 && gmx_shim_log_fd < 0) {
 		CUresult r = gmx_shim__req_call_driver(req, q->real);
 		if (r != GMX_SHIM_DIRECT) {
 			g.seq++;
@@ -670,7 +672,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	else
 		q->head = c;
 	q->tail = c;
-	g.queued++;
+	__atomic_add_fetch(&g.queued, 1, __ATOMIC_RELAXED);
 	/* Fast path: the calling thread releases what it may right away, retiring what completed
 	 * first when the in-flight bound is what holds it. */
 	if (q->head == c && q->ctx == current_ctx()) {
@@ -911,7 +913,7 @@ void gmx_shim_queue_atfork_child(void)
 	pthread_cond_init(&g.cv_work, NULL);
 	pthread_cond_init(&g.cv_done, NULL);
 	g.queues = NULL;
-	g.queued = 0;
+	__atomic_store_n(&g.queued, 0, __ATOMIC_RELAXED);
 	g.inflight = 0;
 	g.dispatcher = 0;
 	g.disp_idle = 0;
@@ -923,4 +925,10 @@ void gmx_shim_queue_atfork_child(void)
 	tl_last_q = NULL;
 	tl_disp_ctx = NULL;
 	pthread_mutex_unlock(&g.lock);
+}
+
+int gmx_shim_straight(CUstream s, int ptsz)
+{
+	return g.untracked && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
+	       __atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) == 0;
 }

@@ -9,15 +9,17 @@
 #      at kernel lengths 5, 50 and 500 µs: launch-to-end latency p50/p99, the overhead in % and
 #      the µs added per kernel (medians over REPS pairs of runs);
 #   3. the maximum launch rate of one client (zero-length kernels, a sync every 64, RATE_MS of
-#      launching) on the bare stand-in and through the interposer's passthrough and queue
-#      policies and the daemon's, each as a ratio to the bare run of the same round (median
-#      over REPS rounds);
+#      launching; 64 over the median time of a batch of 64 launches and its sync) on the bare
+#      stand-in and through the interposer's passthrough and queue policies and the daemon's,
+#      each as a ratio to the bare run of the same round (median over REPS rounds);
 #   4. daemon CPU per kernel: utime+stime of gpumuxd (/proc/PID/stat, all threads) over the
 #      window in which NC clients launch kernels of 1e6/TARGET µs back to back (so the GPU
 #      sets TARGET kernels/s in all when the path keeps up), divided by the kernels launched in
 #      it; TARGET 10k, 100k and 500k kernels/s, NC 1, 8 and 64. The rate reached is printed
-#      beside each figure, marked when it falls short of the target.
-# The stand-in runs with GPUMUX_STANDIN_FAST=1 throughout (docs/standin.md).
+#      beside each figure, marked when it falls short of the target. With more than one client
+#      the stand-in's waits sleep (GPUMUX_STANDIN_FAST=0): 8 or 64 clients spinning would take
+#      the cores from the daemon being measured.
+# The stand-in runs with GPUMUX_STANDIN_FAST=1 (docs/standin.md) but for those clients.
 # Usage: bench_daemon.sh BUILD_DIR [POLICY]   Prints a table, then one JSON line.
 #   QUICK=1: fewer requests, repeats and shorter windows (~1/3 of the time).
 set -eu
@@ -30,7 +32,7 @@ export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
     NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300
 else
-    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000
+    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=600
 fi
 HP="--kernels hp:200 --count $NREQ --gap-us 1000"
 LP="--kernels lpa:500,lpb:600 --count 100000 --sync-every 32"
@@ -97,8 +99,14 @@ read -r gs50 gs99 < <(run gpumux 1 gshared)
 declare -A hb50 hb99 hg50 hg99 op50 op99 add50
 for r in $(seq "$REPS"); do
     for k in 5 50 500; do
-        read -r b50 b99 < <(run direct 0 "hpb$k-$r" "--kernels hp:$k --count $NREQ --gap-us 1000")
-        read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "--kernels hp:$k --count $NREQ --gap-us 1000")
+        a="--kernels hp:$k --count $NREQ --gap-us 1000"
+        if [ $((r % 2)) = 1 ]; then # bare first in odd rounds, gpumux first in even ones
+            read -r b50 b99 < <(run direct 0 "hpb$k-$r" "$a")
+            read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "$a")
+        else
+            read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "$a")
+            read -r b50 b99 < <(run direct 0 "hpb$k-$r" "$a")
+        fi
         hb50[$k]+="$b50 " hb99[$k]+="$b99 " hg50[$k]+="$g50 " hg99[$k]+="$g99 "
         op50[$k]+="$(calc "100 * ($g50 - $b50) / $b50") " op99[$k]+="$(calc "100 * ($g99 - $b99) / $b99") "
         add50[$k]+="$(calc "$g50 - $b50") "
@@ -119,15 +127,20 @@ rate_run() {
         "$G" run --priority 3 --name rate -- "$C" $args
         stop_daemon ;;
     esac
-    sed -n 's/^rate launches=\([0-9]*\) ns=\([0-9]*\)/\1 \2/p' "$dir/c.out" | awk '{printf "%.0f\n", $1 / ($2 / 1e9)}'
+    # 64 launches over the median time of a batch of 64 and its synchronisation (e2e_client):
+    # a run preempted now and then by other work on the machine hardly moves it.
+    sed -n 's/^rate launches=[0-9]* ns=[0-9]* batch_ns=\([0-9]*\)/\1/p' "$dir/c.out" | awk '{printf "%.0f\n", 64 / ($1 / 1e9)}'
 }
 declare -A rate ratio
 for r in $(seq "$REPS"); do
-    rb=$(rate_run bare "$r")
-    rate[bare]+="$rb "
+    # Bare first in odd rounds, last in even ones: a position in the round favours no path.
+    order="bare passthrough queue daemon"
+    [ $((r % 2)) = 0 ] && order="daemon queue passthrough bare"
+    declare -A x=()
+    for m in $order; do x[$m]=$(rate_run $m "$r"); done
+    rate[bare]+="${x[bare]} "
     for m in passthrough queue daemon; do
-        x=$(rate_run $m "$r")
-        rate[$m]+="$x " ratio[$m]+="$(calc "$x / $rb") "
+        rate[$m]+="${x[$m]} " ratio[$m]+="$(calc "${x[$m]} / ${x[bare]}") "
     done
 done
 
@@ -135,12 +148,13 @@ done
 # "kernels/s us/kernel kernels cpu_ticks".
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cpu_run() {
-    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 kus
+    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 kus fast=1
+    [ "$nc" -gt 1 ] && fast=0 # many waiting clients would spin on 2 cores: they sleep instead
     use_dir "$dir"
     start_daemon "$dir"
     kus=$(calc "1000000 / $target")
     for i in $(seq "$nc"); do
-        "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
+        GPUMUX_STANDIN_FAST=$fast "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
             --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" &
         pids="$pids $!"
     done
