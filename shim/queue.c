@@ -120,7 +120,7 @@ static void init_once(void)
 	    (int)env_long("GPUMUX_SHIM_INFLIGHT", GMX_INFLIGHT_DEFAULT, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
 	g.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
-	g.untracked = gmx_grant_never_holds(gmx_shim_policy);
+	__atomic_store_n(&g.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
 	__atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
 
@@ -929,6 +929,7 @@ void gmx_shim_queue_atfork_child(void)
 
 int gmx_shim_straight(CUstream s, int ptsz)
 {
-	return g.untracked && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
+	/* g.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
+	return __atomic_load_n(&g.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
 	       __atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) == 0;
 }
