@@ -83,6 +83,13 @@ typedef struct gmx_device {
 	 * scheduler's choice); <= 0 or NULL: the policy's slice_ns. Asked by the
 	 * timeline scheduler at each turn. */
 	int64_t (*slice_for)(void *ctx, uint32_t task);
+	/* Kills `task`'s kernels running on the execution engine (REEF's reset-based
+	 * preemption): what they computed is lost, and they run again from their
+	 * start once the task is resumed with preempt(task, 0); until then none of
+	 * its submitted commands starts there, as under preempt(task, 1). May be
+	 * NULL on devices that cannot kill a kernel (a policy then lets it finish). */
+	void (*reset)(void *ctx, uint32_t task);
+	uint32_t sms; /* streaming multiprocessors of the device; 0 unknown */
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -109,6 +116,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
 	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
 	    * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_UM_PRIORITY                                                                               \
+	8u /* under unified memory, device memory favours the better priority: pages of                      \
+	    * the worst priority level resident are evicted first (TGS) */
 
 typedef struct gmx_policy_ops {
 	const char *name;
