@@ -35,6 +35,7 @@
 #include <stdlib.h>
 
 #include "gpumux/sched.h"
+#include "tgs.h"
 
 extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
 
@@ -47,8 +48,6 @@ extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
 #define TGS_THRESHOLD 0.03	    /* update_rate_limit's threshold */
 #define TGS_UNLIMITED 4294967296.0  /* 65536 * 65536: the code's cap, in effect no limit */
 
-enum { SLOW_START, CONGESTION_AVOIDANCE };
-
 struct gmx_policy {
 	gmx_device_t dev;	/* the real device */
 	gmx_policy_t *inner;	/* timeslice, driven through the wrapped device below */
@@ -60,14 +59,12 @@ struct gmx_policy {
 		int priority, present, done;
 	} task[GMX_MAX_TASKS];
 	/* the controller (limit_manager) */
-	double limit;	      /* g_rate_limit: LP blocks per window */
+	gmx_tgs_ctl_t c;      /* limit (g_rate_limit: LP blocks per window), HP's peak, state */
 	double lp_count;      /* g_rate_counter: LP blocks in this window */
 	double hp_count;      /* HP blocks in this report period */
-	double max_rate;      /* HP's peak, blocks per report */
 	double window[TGS_RATE_WINDOW];
 	int profiling;	      /* in a profiling phase */
 	int prof_t;	      /* reports in it so far */
-	int state, sign, max_diff;
 	long cnt; /* reports in the control phase */
 };
 
@@ -181,7 +178,7 @@ static void pump(gmx_policy_t *s)
 	int hp = hp_level(s);
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
 		while (s->task[i].queue.head) {
-			if (s->task[i].priority != hp && s->lp_count > s->limit)
+			if (s->task[i].priority != hp && s->lp_count > s->c.limit)
 				break;
 			gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[i].queue);
 			s->lp_count += launch_size(c);
@@ -204,49 +201,48 @@ static double shift_window(double *w, double r)
 	return m;
 }
 
-/* update_rate_limit: one step of the AIMD controller given HP's rate this report. */
-static void update_limit(gmx_policy_t *s, double recv)
+void gmx_tgs_update_limit(gmx_tgs_ctl_t *c, double recv)
 {
-	double delta = s->max_rate > 0 ? (recv - s->max_rate) / s->max_rate : 1;
+	double delta = c->max_rate > 0 ? (recv - c->max_rate) / c->max_rate : 1;
 	if (delta < 0)
 		delta = -delta;
-	double l = s->limit;
-	if (s->state == SLOW_START) {
+	double l = c->limit;
+	if (c->state == GMX_TGS_SLOW_START) {
 		if (delta <= TGS_THRESHOLD) {
 			l = l * 1.5 + 1;
 		} else {
 			l /= 1.5;
-			s->sign = -1;
-			s->state = CONGESTION_AVOIDANCE;
+			c->sign = -1;
+			c->state = GMX_TGS_CONGESTION_AVOIDANCE;
 		}
 	} else {
-		if ((s->sign == -1 && delta <= TGS_THRESHOLD) || (s->sign == 1 && delta < TGS_THRESHOLD)) {
-			double step = s->max_rate * 0.00025;
+		if ((c->sign == -1 && delta <= TGS_THRESHOLD) || (c->sign == 1 && delta < TGS_THRESHOLD)) {
+			double step = c->max_rate * 0.00025;
 			l += step > TGS_RATE_MIN ? step : TGS_RATE_MIN;
-			s->sign = 1;
+			c->sign = 1;
 		} else {
 			double step = l * 0.08;
 			l -= step > TGS_RATE_MIN ? step : TGS_RATE_MIN;
-			s->sign = -1;
+			c->sign = -1;
 		}
 		if (delta >= 3 * TGS_THRESHOLD) {
-			s->state = SLOW_START;
+			c->state = GMX_TGS_SLOW_START;
 			l /= 10;
 		}
 	}
 	if (l > TGS_UNLIMITED)
 		l = TGS_UNLIMITED;
 	if (delta >= 0.12) {
-		if (++s->max_diff >= 20) {
-			s->max_rate *= 0.8;
-			s->max_diff = 0;
-			s->state = SLOW_START;
+		if (++c->max_diff >= 20) {
+			c->max_rate *= 0.8;
+			c->max_diff = 0;
+			c->state = GMX_TGS_SLOW_START;
 			l /= 2;
 		}
 	} else {
-		s->max_diff = 0;
+		c->max_diff = 0;
 	}
-	s->limit = l > 0 ? l : 0;
+	c->limit = l > 0 ? l : 0;
 }
 
 /* One HP report reaches the controller (limit_manager's loop body). */
@@ -254,18 +250,18 @@ static void report(gmx_policy_t *s, double counter)
 {
 	double recv = counter >= 1 ? counter : 1;
 	double wmax = shift_window(s->window, recv);
-	double d = s->max_rate > 0 ? (wmax - s->max_rate) / s->max_rate : 1;
+	double d = s->c.max_rate > 0 ? (wmax - s->c.max_rate) / s->c.max_rate : 1;
 	if (s->profiling) {
 		int cont;
 		if (d >= -0.05 && d <= 0.05) {
-			cont = wmax > s->max_rate; /* the peak still rises (see the header) */
+			cont = wmax > s->c.max_rate; /* the peak still rises (see the header) */
 			if (cont)
-				s->max_rate = wmax;
+				s->c.max_rate = wmax;
 		} else {
 			if (d > 0.05)
-				s->max_rate = s->max_rate > wmax * 0.975 ? s->max_rate : wmax * 0.975;
+				s->c.max_rate = s->c.max_rate > wmax * 0.975 ? s->c.max_rate : wmax * 0.975;
 			else
-				s->max_rate = s->max_rate < wmax * 1.025 ? s->max_rate : wmax * 1.025;
+				s->c.max_rate = s->c.max_rate < wmax * 1.025 ? s->c.max_rate : wmax * 1.025;
 			cont = 1;
 		}
 		if (++s->prof_t >= TGS_PROFILE_REPORTS && !cont)
@@ -273,18 +269,18 @@ static void report(gmx_policy_t *s, double counter)
 		return;
 	}
 	if (d >= -0.1 && d <= 0.1) {
-		if (wmax > s->max_rate)
-			s->max_rate = wmax;
+		if (wmax > s->c.max_rate)
+			s->c.max_rate = wmax;
 	} else if (d > 0.2 || d < -0.2) {
-		s->max_rate = d > 0.2 ? (s->max_rate > wmax * 0.975 ? s->max_rate : wmax * 0.975)
-				      : (s->max_rate < wmax * 1.025 ? s->max_rate : wmax * 1.025);
+		s->c.max_rate = d > 0.2 ? (s->c.max_rate > wmax * 0.975 ? s->c.max_rate : wmax * 0.975)
+				      : (s->c.max_rate < wmax * 1.025 ? s->c.max_rate : wmax * 1.025);
 		s->profiling = 1; /* the peak moved: profile it again */
 		s->prof_t = 0;
 		return;
 	}
 	if (++s->cnt == 1) {
-		s->limit = TGS_LIMIT_INIT;
-		s->state = SLOW_START;
+		s->c.limit = TGS_LIMIT_INIT;
+		s->c.state = GMX_TGS_SLOW_START;
 		return;
 	}
 	int zeros = 0;
@@ -292,14 +288,14 @@ static void report(gmx_policy_t *s, double counter)
 		zeros += s->window[i] < 1000;
 	if (zeros <= TGS_RATE_WINDOW / 5 * 2 || s->cnt < 15) {
 		if (zeros == 2 && s->cnt > 15) {
-			s->limit = TGS_LIMIT_INIT;
-			s->state = SLOW_START;
+			s->c.limit = TGS_LIMIT_INIT;
+			s->c.state = GMX_TGS_SLOW_START;
 		} else {
-			update_limit(s, recv);
+			gmx_tgs_update_limit(&s->c, recv);
 		}
 	} else {
-		s->limit = TGS_UNLIMITED; /* HP idle: LP runs freely */
-		s->state = SLOW_START;
+		s->c.limit = TGS_UNLIMITED; /* HP idle: LP runs freely */
+		s->c.state = GMX_TGS_SLOW_START;
 	}
 }
 

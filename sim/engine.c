@@ -173,10 +173,12 @@ static void dev_reset(void *ctx, uint32_t task)
 		if (!x->held) {
 			x->held = 1;
 			x->gen++; /* voids the pending event */
-			if (x->began && s->cfg->timeline)
-				gmx_sim__record_cmd(s, x);
-			if (x->began)
+			/* A resumed kernel still in its context switch (seg_start ahead) ran nothing yet. */
+			if (x->began && s->now > x->seg_start) {
+				if (s->cfg->timeline)
+					gmx_sim__record_cmd(s, x);
 				x->active_ns += s->now - x->seg_start;
+			}
 			s->running[ENG_EXEC]--;
 		} else if (x->pend_kind == EV_END || x->pend_kind == EV_FAULT) {
 			x->pend_at += s->now; /* already held: back to an absolute time for the rules below */
