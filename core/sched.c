@@ -15,6 +15,7 @@ extern const gmx_policy_ops_t gmx_sched_mps_ops;
 extern const gmx_policy_ops_t gmx_sched_tgs_ops;
 extern const gmx_policy_ops_t gmx_sched_orion_ops;
 extern const gmx_policy_ops_t gmx_sched_reef_ops;
+extern const gmx_policy_ops_t gmx_sched_gpumux_ops;
 
 static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_exclusive_ops,
@@ -27,6 +28,7 @@ static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_tgs_ops,
 	&gmx_sched_orion_ops,
 	&gmx_sched_reef_ops,
+	&gmx_sched_gpumux_ops,
 };
 
 void gmx_sched_params_default(gmx_sched_params_t *p)
