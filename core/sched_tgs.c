@@ -26,7 +26,7 @@
  *
  * Choices that are ours: a kernel's size is its thread blocks, or its wave size in SMs when
  * the workload records no grid (Orion's profiles); several LP tasks share one counter and one
- * limit (TGS pairs one production and one opportunistic job per GPU); the profiling phase goes on while
+ * limit, taking launches in turn (TGS pairs one production and one opportunistic job per GPU); the profiling phase goes on while
  * the peak still rises, where the code's test (the window's maximum equals the peak, within
  * one block) also holds for a perfectly steady HP and would profile forever with LP at limit
  * 0 (a real HP's jitter breaks it; a simulated periodic one does not).
@@ -54,6 +54,7 @@ struct gmx_policy {
 	int64_t inner_at;	/* the timer timeslice asked for; INT64_MAX none */
 	int64_t next_window, next_report;
 	uint32_t n_tasks;
+	uint32_t rr; /* LP task served first by the next pump */
 	struct {
 		gmx_cmd_queue_t queue; /* LP launches waiting for the limit */
 		int priority, present, done;
@@ -172,16 +173,23 @@ static double launch_size(const gmx_cmd_t *c)
 	return blocks > 0 ? blocks : 1;
 }
 
-/* Passes LP launches while the window's count is within the limit (launch_test). */
+/* Passes LP launches while the window's count is within the limit (launch_test), one launch per
+ * LP task in turn so that LP tasks share the window; HP's and, with no HP left, everyone's go. */
 static void pump(gmx_policy_t *s)
 {
 	int hp = hp_level(s);
-	for (uint32_t i = 0; i < s->n_tasks; i++) {
-		while (s->task[i].queue.head) {
+	for (int moved = 1; moved;) {
+		moved = 0;
+		for (uint32_t k = 0; k < s->n_tasks; k++) {
+			uint32_t i = (s->rr + k) % s->n_tasks;
+			if (!s->task[i].queue.head)
+				continue;
 			if (s->task[i].priority != hp && s->lp_count > s->c.limit)
-				break;
+				return;
 			gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[i].queue);
 			s->lp_count += launch_size(c);
+			s->rr = i + 1;
+			moved = 1;
 			gmx_sched_timeslice_ops.on_launch(s->inner, c);
 		}
 	}
