@@ -26,18 +26,11 @@
 #include <stdlib.h>
 
 #include "gpumux/sched.h"
-#include "unitspan.h"
+#include "baseline.h"
 
 /* Orion's --orion_max_be_duration for a ResNet-50 HP (artifact_evaluation/fig7 and fig10
  * run_orion.py: 160000 ns; 100000 for MobileNetV2): BE work outstanding before a drain. */
 #define ORION_MAX_BE_DURATION_NS 160000LL
-
-typedef struct otask {
-	gmx_cmd_queue_t queue;
-	uint32_t inflight;
-	int priority, present, done;
-	gmx_unitspan_t unit;
-} otask_t;
 
 struct gmx_policy {
 	gmx_device_t dev;
@@ -47,7 +40,7 @@ struct gmx_policy {
 	int64_t be_sum;	 /* predicted ns of BE kernels released since the last drain */
 	int large_found; /* be_sum passed the cap: BE waits for a drain */
 	uint32_t rr;	 /* BE client visited first in the next pass */
-	otask_t task[GMX_MAX_TASKS];
+	gmx_btask_t task[GMX_MAX_TASKS];
 };
 
 static int or_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -71,30 +64,12 @@ static void or_destroy(gmx_policy_t *s)
 
 static int or_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
-	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
-		return -EINVAL;
-	otask_t *t = &s->task[task];
-	if (t->present && (!t->done || t->queue.head || t->inflight))
-		return -EBUSY;
-	*t = (otask_t){.present = 1, .priority = priority};
-	if (task + 1 > s->n_tasks)
-		s->n_tasks = task + 1;
-	return 0;
-}
-
-/* The HP level: the best priority among tasks not finished; -1 none. */
-static int hp_level(const gmx_policy_t *s)
-{
-	int hp = -1;
-	for (uint32_t i = 0; i < s->n_tasks; i++)
-		if (s->task[i].present && !s->task[i].done && (hp < 0 || s->task[i].priority < hp))
-			hp = s->task[i].priority;
-	return hp;
+	return gmx_btask_add(s->task, &s->n_tasks, task, priority);
 }
 
 static void release(gmx_policy_t *s, uint32_t i)
 {
-	otask_t *t = &s->task[i];
+	gmx_btask_t *t = &s->task[i];
 	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	t->inflight++;
 	s->dev.submit(s->dev.ctx, c);
@@ -113,12 +88,12 @@ static int admits(const gmx_policy_t *s, const gmx_cmd_t *c, uint32_t size, uint
 
 static void dispatch(gmx_policy_t *s)
 {
-	int hp = hp_level(s);
+	int hp = gmx_btask_hp_level(s->task, s->n_tasks);
 	if (hp < 0)
 		return;
 	int hp_active = 0;
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
-		otask_t *t = &s->task[i];
+		gmx_btask_t *t = &s->task[i];
 		if (!t->present || t->priority != hp)
 			continue;
 		while (t->queue.head && t->inflight < s->params.inflight_max) {
@@ -135,7 +110,7 @@ static void dispatch(gmx_policy_t *s)
 		uint32_t size = 0;
 		for (uint32_t k = 0; k < s->n_tasks; k++) {
 			uint32_t i = (s->rr + k) % s->n_tasks;
-			otask_t *t = &s->task[i];
+			gmx_btask_t *t = &s->task[i];
 			if (!t->present || t->priority == hp || !t->queue.head)
 				continue;
 			const gmx_cmd_t *c = t->queue.head;
@@ -184,7 +159,7 @@ static void or_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 
 static void or_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
-	otask_t *t = &s->task[cmd->task];
+	gmx_btask_t *t = &s->task[cmd->task];
 	if (t->inflight)
 		t->inflight--;
 	gmx_unitspan_complete(&t->unit, cmd);

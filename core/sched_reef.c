@@ -22,24 +22,16 @@
 #include <stdlib.h>
 
 #include "gpumux/sched.h"
-#include "unitspan.h"
+#include "baseline.h"
 
 /* be_stream_device_queue_cap in REEF's Reset and REEF modes (scheduler.cpp). */
 #define REEF_BE_QUEUE_CAP 2u
-
-typedef struct rtask {
-	gmx_cmd_queue_t queue;
-	uint32_t inflight;
-	int priority, present, done;
-	int held; /* preempted (killed or held) until RT goes idle */
-	gmx_unitspan_t unit;
-} rtask_t;
 
 struct gmx_policy {
 	gmx_device_t dev;
 	gmx_sched_params_t params;
 	uint32_t n_tasks;
-	rtask_t task[GMX_MAX_TASKS];
+	gmx_btask_t task[GMX_MAX_TASKS]; /* held: killed or held until RT goes idle */
 };
 
 static int rf_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -62,29 +54,12 @@ static void rf_destroy(gmx_policy_t *s)
 
 static int rf_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
-	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
-		return -EINVAL;
-	rtask_t *t = &s->task[task];
-	if (t->present && (!t->done || t->queue.head || t->inflight))
-		return -EBUSY;
-	*t = (rtask_t){.present = 1, .priority = priority};
-	if (task + 1 > s->n_tasks)
-		s->n_tasks = task + 1;
-	return 0;
-}
-
-static int rt_level(const gmx_policy_t *s)
-{
-	int rt = -1;
-	for (uint32_t i = 0; i < s->n_tasks; i++)
-		if (s->task[i].present && !s->task[i].done && (rt < 0 || s->task[i].priority < rt))
-			rt = s->task[i].priority;
-	return rt;
+	return gmx_btask_add(s->task, &s->n_tasks, task, priority);
 }
 
 static void release(gmx_policy_t *s, uint32_t i)
 {
-	rtask_t *t = &s->task[i];
+	gmx_btask_t *t = &s->task[i];
 	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	gmx_unitspan_launch(&t->unit, c);
 	t->inflight++;
@@ -98,12 +73,12 @@ static int can_reset(const gmx_policy_t *s)
 
 static void dispatch(gmx_policy_t *s)
 {
-	int rt = rt_level(s);
+	int rt = gmx_btask_hp_level(s->task, s->n_tasks);
 	if (rt < 0)
 		return;
 	int rt_busy = 0;
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
-		rtask_t *t = &s->task[i];
+		gmx_btask_t *t = &s->task[i];
 		if (!t->present || t->priority != rt)
 			continue;
 		while (t->queue.head && t->inflight < s->params.inflight_max)
@@ -111,7 +86,7 @@ static void dispatch(gmx_policy_t *s)
 		rt_busy |= !t->done && (t->unit.inside || t->queue.head || t->inflight);
 	}
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
-		rtask_t *t = &s->task[i];
+		gmx_btask_t *t = &s->task[i];
 		if (!t->present || t->priority == rt)
 			continue;
 		if (rt_busy) {
@@ -133,7 +108,7 @@ static void dispatch(gmx_policy_t *s)
 static void rf_task_done(gmx_policy_t *s, uint32_t task)
 {
 	if (task < GMX_MAX_TASKS) {
-		rtask_t *t = &s->task[task];
+		gmx_btask_t *t = &s->task[task];
 		t->done = 1;
 		t->unit.inside = 0;
 		if (t->held) {
@@ -154,7 +129,7 @@ static void rf_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 
 static void rf_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
-	rtask_t *t = &s->task[cmd->task];
+	gmx_btask_t *t = &s->task[cmd->task];
 	if (t->inflight)
 		t->inflight--;
 	gmx_unitspan_complete(&t->unit, cmd);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 
 #include "gpumux/sched.h"
+#include "baseline.h"
 #include "tgs.h"
 
 extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
@@ -55,10 +56,7 @@ struct gmx_policy {
 	int64_t next_window, next_report;
 	uint32_t n_tasks;
 	uint32_t rr; /* LP task served first by the next pump */
-	struct {
-		gmx_cmd_queue_t queue; /* LP launches waiting for the limit */
-		int priority, present, done;
-	} task[GMX_MAX_TASKS];
+	gmx_btask_t task[GMX_MAX_TASKS]; /* queue: LP launches waiting for the limit */
 	/* the controller (limit_manager) */
 	gmx_tgs_ctl_t c;      /* limit (g_rate_limit: LP blocks per window), HP's peak, state */
 	double lp_count;      /* g_rate_counter: LP blocks in this window */
@@ -138,24 +136,8 @@ static void tg_destroy(gmx_policy_t *s)
 
 static int tg_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
-	int rc = gmx_sched_timeslice_ops.task_add(s->inner, task, priority);
-	if (rc)
-		return rc;
-	s->task[task].present = 1;
-	s->task[task].done = 0;
-	s->task[task].priority = priority;
-	if (task + 1 > s->n_tasks)
-		s->n_tasks = task + 1;
-	return 0;
-}
-
-static int hp_level(const gmx_policy_t *s)
-{
-	int hp = -1;
-	for (uint32_t i = 0; i < s->n_tasks; i++)
-		if (s->task[i].present && !s->task[i].done && (hp < 0 || s->task[i].priority < hp))
-			hp = s->task[i].priority;
-	return hp;
+	int rc = gmx_btask_add(s->task, &s->n_tasks, task, priority);
+	return rc ? rc : gmx_sched_timeslice_ops.task_add(s->inner, task, priority);
 }
 
 /* A launch's size: its thread blocks (TGS's kernel_size), or its wave size in SMs where the
@@ -177,7 +159,7 @@ static double launch_size(const gmx_cmd_t *c)
  * LP task in turn so that LP tasks share the window; HP's and, with no HP left, everyone's go. */
 static void pump(gmx_policy_t *s)
 {
-	int hp = hp_level(s);
+	int hp = gmx_btask_hp_level(s->task, s->n_tasks);
 	for (int moved = 1; moved;) {
 		moved = 0;
 		for (uint32_t k = 0; k < s->n_tasks; k++) {
@@ -322,7 +304,7 @@ static void tick(gmx_policy_t *s, int64_t now)
 
 static void tg_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
-	int hp = hp_level(s);
+	int hp = gmx_btask_hp_level(s->task, s->n_tasks);
 	if (s->task[cmd->task].priority == hp) {
 		s->hp_count += launch_size(cmd);
 		gmx_sched_timeslice_ops.on_launch(s->inner, cmd);
