@@ -25,8 +25,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "gpumux/sched.h"
 #include "baseline.h"
+#include "gpumux/sched.h"
 
 /* Orion's --orion_max_be_duration for a ResNet-50 HP (artifact_evaluation/fig7 and fig10
  * run_orion.py: 160000 ns; 100000 for MobileNetV2): BE work outstanding before a drain. */
@@ -98,7 +98,8 @@ static void dispatch(gmx_policy_t *s)
 			continue;
 		while (t->queue.head && t->inflight < s->params.inflight_max) {
 			if (t->queue.head->kind == GMX_OP_KERNEL)
-				s->hp_class = t->queue.head->op ? t->queue.head->op->klass : GMX_CLASS_UNKNOWN;
+				s->hp_class =
+				    t->queue.head->op ? t->queue.head->op->klass : GMX_CLASS_UNKNOWN;
 			gmx_unitspan_launch(&t->unit, t->queue.head);
 			release(s, i);
 		}
@@ -178,16 +179,17 @@ static void or_on_host_wait(gmx_policy_t *s, uint32_t task)
 }
 
 const gmx_policy_ops_t gmx_sched_orion_ops = {
-	.name = "orion",
-	.summary = "Orion (EuroSys'24): HP kernels at once; a BE kernel beside an HP request only when its SMs fit "
-		   "and its compute/memory class differs; BE work outstanding capped",
-	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PRIORITY_BLOCKS,
-	.create = or_create,
-	.destroy = or_destroy,
-	.task_add = or_task_add,
-	.task_done = or_task_done,
-	.on_launch = or_on_launch,
-	.on_complete = or_on_complete,
-	.on_timer = or_on_timer,
-	.on_host_wait = or_on_host_wait,
+    .name = "orion",
+    .summary =
+	"Orion (EuroSys'24): HP kernels at once; a BE kernel beside an HP request only when its SMs fit "
+	"and its compute/memory class differs; BE work outstanding capped",
+    .flags = GMX_POLICY_SPATIAL | GMX_POLICY_PRIORITY_BLOCKS,
+    .create = or_create,
+    .destroy = or_destroy,
+    .task_add = or_task_add,
+    .task_done = or_task_done,
+    .on_launch = or_on_launch,
+    .on_complete = or_on_complete,
+    .on_timer = or_on_timer,
+    .on_host_wait = or_on_host_wait,
 };

@@ -21,8 +21,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "gpumux/sched.h"
 #include "baseline.h"
+#include "gpumux/sched.h"
 
 /* be_stream_device_queue_cap in REEF's Reset and REEF modes (scheduler.cpp). */
 #define REEF_BE_QUEUE_CAP 2u
@@ -153,15 +153,16 @@ static void rf_on_host_wait(gmx_policy_t *s, uint32_t task)
 }
 
 const gmx_policy_ops_t gmx_sched_reef_ops = {
-	.name = "reef",
-	.summary = "REEF (OSDI'22): BE held while an RT request runs; BE kernels running when RT work arrives are "
-		   "killed and re-run later (reset-based preemption)",
-	.create = rf_create,
-	.destroy = rf_destroy,
-	.task_add = rf_task_add,
-	.task_done = rf_task_done,
-	.on_launch = rf_on_launch,
-	.on_complete = rf_on_complete,
-	.on_timer = rf_on_timer,
-	.on_host_wait = rf_on_host_wait,
+    .name = "reef",
+    .summary =
+	"REEF (OSDI'22): BE held while an RT request runs; BE kernels running when RT work arrives are "
+	"killed and re-run later (reset-based preemption)",
+    .create = rf_create,
+    .destroy = rf_destroy,
+    .task_add = rf_task_add,
+    .task_done = rf_task_done,
+    .on_launch = rf_on_launch,
+    .on_complete = rf_on_complete,
+    .on_timer = rf_on_timer,
+    .on_host_wait = rf_on_host_wait,
 };

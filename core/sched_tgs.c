@@ -26,45 +26,45 @@
  *
  * Choices that are ours: a kernel's size is its thread blocks, or its wave size in SMs when
  * the workload records no grid (Orion's profiles); several LP tasks share one counter and one
- * limit, taking launches in turn (TGS pairs one production and one opportunistic job per GPU); the profiling phase goes on while
- * the peak still rises, where the code's test (the window's maximum equals the peak, within
- * one block) also holds for a perfectly steady HP and would profile forever with LP at limit
- * 0 (a real HP's jitter breaks it; a simulated periodic one does not).
+ * limit, taking launches in turn (TGS pairs one production and one opportunistic job per GPU); the profiling
+ * phase goes on while the peak still rises, where the code's test (the window's maximum equals the peak,
+ * within one block) also holds for a perfectly steady HP and would profile forever with LP at limit 0 (a real
+ * HP's jitter breaks it; a simulated periodic one does not).
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "gpumux/sched.h"
 #include "baseline.h"
+#include "gpumux/sched.h"
 #include "tgs.h"
 
 extern const gmx_policy_ops_t gmx_sched_timeslice_ops;
 
-#define TGS_WINDOW_NS 50000000LL    /* LP rate_watcher: the counter restarts every 50 ms */
-#define TGS_REPORT_NS 5000000000LL  /* HP rate report period: rate_watcher sleeps 5000 ms */
-#define TGS_PROFILE_REPORTS 5	    /* PROFILE_TIME */
-#define TGS_RATE_WINDOW 5	    /* WINDOW_SIZE */
-#define TGS_LIMIT_INIT 20000.0	    /* LIMIT_INITIALIZER */
-#define TGS_RATE_MIN 1000.0	    /* RATE_MIN */
-#define TGS_THRESHOLD 0.03	    /* update_rate_limit's threshold */
-#define TGS_UNLIMITED 4294967296.0  /* 65536 * 65536: the code's cap, in effect no limit */
+#define TGS_WINDOW_NS 50000000LL   /* LP rate_watcher: the counter restarts every 50 ms */
+#define TGS_REPORT_NS 5000000000LL /* HP rate report period: rate_watcher sleeps 5000 ms */
+#define TGS_PROFILE_REPORTS 5	   /* PROFILE_TIME */
+#define TGS_RATE_WINDOW 5	   /* WINDOW_SIZE */
+#define TGS_LIMIT_INIT 20000.0	   /* LIMIT_INITIALIZER */
+#define TGS_RATE_MIN 1000.0	   /* RATE_MIN */
+#define TGS_THRESHOLD 0.03	   /* update_rate_limit's threshold */
+#define TGS_UNLIMITED 4294967296.0 /* 65536 * 65536: the code's cap, in effect no limit */
 
 struct gmx_policy {
-	gmx_device_t dev;	/* the real device */
-	gmx_policy_t *inner;	/* timeslice, driven through the wrapped device below */
-	int64_t inner_at;	/* the timer timeslice asked for; INT64_MAX none */
+	gmx_device_t dev;    /* the real device */
+	gmx_policy_t *inner; /* timeslice, driven through the wrapped device below */
+	int64_t inner_at;    /* the timer timeslice asked for; INT64_MAX none */
 	int64_t next_window, next_report;
 	uint32_t n_tasks;
-	uint32_t rr; /* LP task served first by the next pump */
+	uint32_t rr;			 /* LP task served first by the next pump */
 	gmx_btask_t task[GMX_MAX_TASKS]; /* queue: LP launches waiting for the limit */
 	/* the controller (limit_manager) */
-	gmx_tgs_ctl_t c;      /* limit (g_rate_limit: LP blocks per window), HP's peak, state */
-	double lp_count;      /* g_rate_counter: LP blocks in this window */
-	double hp_count;      /* HP blocks in this report period */
+	gmx_tgs_ctl_t c; /* limit (g_rate_limit: LP blocks per window), HP's peak, state */
+	double lp_count; /* g_rate_counter: LP blocks in this window */
+	double hp_count; /* HP blocks in this report period */
 	double window[TGS_RATE_WINDOW];
-	int profiling;	      /* in a profiling phase */
-	int prof_t;	      /* reports in it so far */
-	long cnt; /* reports in the control phase */
+	int profiling; /* in a profiling phase */
+	int prof_t;    /* reports in it so far */
+	long cnt;      /* reports in the control phase */
 };
 
 static int64_t w_now(void *c)
@@ -263,7 +263,7 @@ static void report(gmx_policy_t *s, double counter)
 			s->c.max_rate = wmax;
 	} else if (d > 0.2 || d < -0.2) {
 		s->c.max_rate = d > 0.2 ? (s->c.max_rate > wmax * 0.975 ? s->c.max_rate : wmax * 0.975)
-				      : (s->c.max_rate < wmax * 1.025 ? s->c.max_rate : wmax * 1.025);
+					: (s->c.max_rate < wmax * 1.025 ? s->c.max_rate : wmax * 1.025);
 		s->profiling = 1; /* the peak moved: profile it again */
 		s->prof_t = 0;
 		return;
@@ -350,16 +350,17 @@ static void tg_on_host_wait(gmx_policy_t *s, uint32_t task)
 }
 
 const gmx_policy_ops_t gmx_sched_tgs_ops = {
-	.name = "tgs",
-	.summary = "TGS (NSDI'23): the GPU's time slicing, LP launch rate adapted to HP's measured rate; under um "
-		   "LP pages are evicted first",
-	.flags = GMX_POLICY_UM_PRIORITY,
-	.create = tg_create,
-	.destroy = tg_destroy,
-	.task_add = tg_task_add,
-	.task_done = tg_task_done,
-	.on_launch = tg_on_launch,
-	.on_complete = tg_on_complete,
-	.on_timer = tg_on_timer,
-	.on_host_wait = tg_on_host_wait,
+    .name = "tgs",
+    .summary =
+	"TGS (NSDI'23): the GPU's time slicing, LP launch rate adapted to HP's measured rate; under um "
+	"LP pages are evicted first",
+    .flags = GMX_POLICY_UM_PRIORITY,
+    .create = tg_create,
+    .destroy = tg_destroy,
+    .task_add = tg_task_add,
+    .task_done = tg_task_done,
+    .on_launch = tg_on_launch,
+    .on_complete = tg_on_complete,
+    .on_timer = tg_on_timer,
+    .on_host_wait = tg_on_host_wait,
 };

@@ -136,7 +136,8 @@ static uint32_t prio_victim(const gmx_memspace_t *m, uint64_t stamp)
 			uint32_t v = m->thead[t];
 			while (v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
 				v = m->chunks[v].tnext;
-			if (v != GMX_NO_CHUNK && (best == GMX_NO_CHUNK || m->chunks[v].pop < m->chunks[best].pop))
+			if (v != GMX_NO_CHUNK &&
+			    (best == GMX_NO_CHUNK || m->chunks[v].pop < m->chunks[best].pop))
 				best = v;
 		}
 		if (best != GMX_NO_CHUNK)
@@ -223,7 +224,7 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	k->stamp = stamp;
 	if (!k->resident) {
 		while (m->used_chunks >= m->capacity_chunks) {
-			uint32_t v = m->protect ? protected_victim(m, k->task, stamp)
+			uint32_t v = m->protect	     ? protected_victim(m, k->task, stamp)
 				     : m->prio_evict ? prio_victim(m, stamp)
 						     : m->head;
 			while (!m->protect && v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)

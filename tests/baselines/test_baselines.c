@@ -86,7 +86,8 @@ static void unit(unit_t *u, uint32_t n, int8_t klass, uint32_t sms)
 {
 	memset(u, 0, sizeof(*u));
 	for (uint32_t i = 0; i < n; i++)
-		u->ops[i] = (gmx_op_t){.kind = GMX_OP_KERNEL, .klass = klass, .sm_demand = sms, .grid = {1, 1, 1}};
+		u->ops[i] =
+		    (gmx_op_t){.kind = GMX_OP_KERNEL, .klass = klass, .sm_demand = sms, .grid = {1, 1, 1}};
 	u->w.ops = u->ops;
 	u->w.n_ops = n;
 }
@@ -116,7 +117,8 @@ static void orion_same_class_waits_for_the_hp_request(void **state)
 	unit(&hp, 2, GMX_CLASS_COMPUTE, 40);
 	unit(&same, 1, GMX_CLASS_COMPUTE, 20);
 	unit(&other, 1, GMX_CLASS_MEMORY, 20);
-	gmx_cmd_t h0 = cmd(1, 0, &hp, 0, 1000), b0 = cmd(2, 1, &same, 0, 1000), o0 = cmd(3, 2, &other, 0, 1000);
+	gmx_cmd_t h0 = cmd(1, 0, &hp, 0, 1000), b0 = cmd(2, 1, &same, 0, 1000),
+		  o0 = cmd(3, 2, &other, 0, 1000);
 	gmx_cmd_t h1 = cmd(4, 0, &hp, 1, 1000);
 	ops->on_launch(pol, &h0);
 	ops->on_launch(pol, &b0);
@@ -145,7 +147,8 @@ static void orion_unknown_class_goes_big_kernel_waits(void **state)
 	unit(&hp, 2, GMX_CLASS_COMPUTE, 20);
 	unit(&unknown, 1, GMX_CLASS_UNKNOWN, 10);
 	unit(&big, 1, GMX_CLASS_MEMORY, 60); /* profiled on an 80-SM GPU */
-	gmx_cmd_t h0 = cmd(1, 0, &hp, 0, 1000), u0 = cmd(2, 1, &unknown, 0, 1000), g0 = cmd(3, 2, &big, 0, 1000);
+	gmx_cmd_t h0 = cmd(1, 0, &hp, 0, 1000), u0 = cmd(2, 1, &unknown, 0, 1000),
+		  g0 = cmd(3, 2, &big, 0, 1000);
 	ops->on_launch(pol, &h0);
 	ops->on_launch(pol, &u0);
 	ops->on_launch(pol, &g0);
@@ -354,7 +357,8 @@ static void prio_eviction_spares_the_better_level(void **state)
 			assert_int_equal(m.chunks[0].resident, 512);
 			uint64_t again[8] = {1, 0, 0, 0, 0, 0, 0, 0};
 			assert_int_equal(gmx_memspace_populate(&m, 2, again, 3, 3000, &in, &out), 1);
-			assert_int_equal(m.chunks[0].resident, 0); /* lp's only chunk is this batch's: hp's oldest */
+			assert_int_equal(m.chunks[0].resident,
+					 0); /* lp's only chunk is this batch's: hp's oldest */
 		}
 		char err[128];
 		assert_int_equal(gmx_memspace_check(&m, err, sizeof err), 0);
@@ -399,12 +403,15 @@ static uint32_t be_starts_during_rt_waits(const char *sched, double *be_units)
 			continue;
 		for (uint64_t j = 0; j < tl.n; j++) {
 			const gmx_sim_span_t *w = &tl.spans[j];
-			if (w->task != 0 || w->kind != GMX_SPAN_WAIT || b->start_ns <= w->start_ns || b->start_ns >= w->end_ns)
+			if (w->task != 0 || w->kind != GMX_SPAN_WAIT || b->start_ns <= w->start_ns ||
+			    b->start_ns >= w->end_ns)
 				continue;
 			bad++;
 			if (strcmp(sched, "timeslice")) /* expected there: say where else */
-				fprintf(stderr, "%s: BE op %u starts at %lld while RT op %u waits [%lld, %lld)\n", sched,
-					b->op, (long long)b->start_ns, w->op, (long long)w->start_ns, (long long)w->end_ns);
+				fprintf(stderr,
+					"%s: BE op %u starts at %lld while RT op %u waits [%lld, %lld)\n",
+					sched, b->op, (long long)b->start_ns, w->op, (long long)w->start_ns,
+					(long long)w->end_ns);
 		}
 	}
 	free(tl.spans);
