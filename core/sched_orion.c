@@ -13,8 +13,8 @@
  *    compute/memory class differs from that of the HP kernel released last; a class not
  *    profiled on either side counts as differing (Orion's profile -1).
  * Outstanding BE work is capped: once the predicted durations of the BE kernels released
- * since the last drain exceed ORION_MAX_BE_DURATION_NS while HP runs, no BE head goes until
- * every BE command on the device has completed.
+ * since the last drain exceed ORION_MAX_BE_DURATION_NS while an HP task has not finished (between
+ * its requests too), no BE head goes until every BE command on the device has completed.
  *
  * A kernel whose SM need is unknown (sm_demand 0) is taken to need the whole device (the
  * interference model's reading); on a device that does not say its SM count, the SM test
@@ -132,7 +132,7 @@ static void dispatch(gmx_policy_t *s)
 			size += sm;
 			if (kernel)
 				s->be_sum += c->predicted_ns > 0 ? c->predicted_ns : 0;
-			if (s->be_sum > ORION_MAX_BE_DURATION_NS && hp_active)
+			if (s->be_sum > ORION_MAX_BE_DURATION_NS) /* HP has not finished (hp >= 0) */
 				s->large_found = 1;
 			release(s, i);
 			s->rr = i + 1;
