@@ -108,6 +108,13 @@ typedef struct gmx_device {
 	 * before. NULL on devices without leases: every command then goes through on_launch and
 	 * submit. */
 	void (*lease)(void *ctx, uint32_t task, const gmx_lease_t *lease);
+	/* Kills `task`'s kernels running on the execution engine (REEF's reset-based
+	 * preemption): what they computed is lost, and they run again from their
+	 * start once the task is resumed with preempt(task, 0); until then none of
+	 * its submitted commands starts there, as under preempt(task, 1). May be
+	 * NULL on devices that cannot kill a kernel (a policy then lets it finish). */
+	void (*reset)(void *ctx, uint32_t task);
+	uint32_t sms; /* streaming multiprocessors of the device; 0 unknown */
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -134,6 +141,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
 	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
 	    * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_UM_PRIORITY                                                                               \
+	8u /* under unified memory, device memory favours the better priority: pages of                      \
+	    * the worst priority level resident are evicted first (TGS) */
 
 typedef struct gmx_policy_ops {
 	const char *name;
