@@ -23,7 +23,7 @@
 #define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
-    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo"};
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -106,6 +106,14 @@ static int64_t dev_slice_for(void *ctx, uint32_t task)
 {
 	sim_t *s = ctx;
 	return s->ms && s->cfg->mem_slice_auto ? gmx_msched_slice(s->ms, task) : 0;
+}
+
+/* The memory planner's estimate of how long the command's pages take to come in. */
+static int64_t dev_load_ns(void *ctx, const gmx_cmd_t *c)
+{
+	sim_t *s = ctx;
+	const scmd_t *x = (const scmd_t *)c;
+	return s->ms && x->engine == ENG_EXEC ? gmx_msched_load_ns(s->ms, c->task, x->op_index, s->now) : 0;
 }
 
 /* The GPU's compute preemption at the end of a time slice: the task's
@@ -794,7 +802,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .migrate = NULL,
 			    .set_timer = dev_set_timer,
 			    .preempt = dev_preempt,
-			    .slice_for = dev_slice_for};
+			    .slice_for = dev_slice_for,
+			    .load_ns = dev_load_ns};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)

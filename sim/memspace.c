@@ -1,6 +1,8 @@
 /* Residency bookkeeping: chunk bitmaps and the population-order list. */
 #include "memspace.h"
 
+#include "gpumux/combined.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,26 @@ uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now)
 	return bytes;
 }
 
+/* The victim for task `for_task` under priority protection: the first chunk in list order of
+ * a worse priority, else the first of the same priority; never one stamped `stamp`. */
+static uint32_t protected_victim(const gmx_memspace_t *m, uint32_t for_task, uint64_t stamp)
+{
+	int fp = m->prio[for_task];
+	uint32_t same = GMX_NO_CHUNK;
+	for (uint32_t v = m->head; v != GMX_NO_CHUNK; v = m->chunks[v].next) {
+		const gmx_chunk_t *c = &m->chunks[v];
+		if (c->stamp == stamp || !gmx_comb_may_evict(m->prio[c->task], fp))
+			continue;
+		if (gmx_comb_evict_key(m->prio[c->task], fp, 0) < gmx_comb_evict_key(fp, fp, 0))
+			return v; /* a worse priority's: first */
+		if (same == GMX_NO_CHUNK)
+			same = v;
+		if (fp >= m->prio_worst)
+			return same; /* nothing worse exists */
+	}
+	return same;
+}
+
 int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,
 			      int64_t now, uint64_t *in_bytes, uint64_t *out_bytes)
 {
@@ -135,8 +157,8 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	k->stamp = stamp;
 	if (!k->resident) {
 		while (m->used_chunks >= m->capacity_chunks) {
-			uint32_t v = m->head;
-			while (v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
+			uint32_t v = m->protect ? protected_victim(m, k->task, stamp) : m->head;
+			while (!m->protect && v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
 				v = m->chunks[v].next;
 			if (v == GMX_NO_CHUNK)
 				return -ENOSPC;

@@ -54,6 +54,12 @@ typedef struct gmx_memspace {
 	uint64_t initial_pages;					   /* resident after the warm start */
 	uint32_t *buf_chunk[GMX_MAX_TASKS];			   /* first chunk of each task's buffers */
 	uint32_t n_tasks;
+	/* Priority protection (the combined policy, gpumux/combined.h): when set, a chunk is
+	 * evicted only for a task it may be evicted for (gmx_comb_may_evict), worse
+	 * priorities before the requester's own. */
+	int protect;
+	int prio[GMX_MAX_TASKS];
+	int prio_worst; /* the worst priority among the tasks */
 } gmx_memspace_t;
 
 /* Lays out the buffers of n tasks; capacity in bytes. 0, -ENOMEM or -E2BIG. */
@@ -80,7 +86,8 @@ static inline int gmx_memspace_resident(const gmx_memspace_t *m, uint64_t p)
 uint64_t gmx_memspace_next_missing(const gmx_memspace_t *m, uint64_t from, uint64_t to);
 
 /* Makes the pages of `mask` (bit i = page i) of chunk c resident; allocates the
- * chunk (evicting in population order, never a chunk stamped `stamp`) when it
+ * chunk (evicting in population order, never a chunk stamped `stamp`; with
+ * protect, never a better priority's chunk and a worse one's first) when it
  * had none. Adds to *in_bytes and *out_bytes. Returns pages made resident, or
  * -ENOSPC when nothing can be evicted. */
 int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,

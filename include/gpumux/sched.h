@@ -83,6 +83,11 @@ typedef struct gmx_device {
 	 * scheduler's choice); <= 0 or NULL: the policy's slice_ns. Asked by the
 	 * timeline scheduler at each turn. */
 	int64_t (*slice_for)(void *ctx, uint32_t task);
+	/* How long making `cmd`'s predicted pages resident would take if started
+	 * now, in ns (0: they are, or the device has no memory model). Asked by
+	 * the combined policy before it admits a low-priority command into a
+	 * high-priority gap. May be NULL (0). */
+	int64_t (*load_ns)(void *ctx, const gmx_cmd_t *cmd);
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
