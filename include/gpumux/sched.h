@@ -37,7 +37,7 @@
 #define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
 #define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
 
-#define GMX_MAX_TASKS 64
+#define GMX_MAX_TASKS 128 /* tasks of a scenario; the daemon serves one fewer clients */
 #define GMX_PRIORITY_LEVELS 10 /* 0 highest */
 
 /* A command in a task's software queue, as a policy sees it. */
