@@ -97,6 +97,23 @@ void gmx_sched_names(char *buf, size_t len)
 	}
 }
 
+int gmx_lease_same(const gmx_lease_t *a, const gmx_lease_t *b)
+{
+	uint32_t ai = a ? a->inflight : 0, bi = b ? b->inflight : 0;
+	if (ai == 0 || bi == 0)
+		return ai == bi;
+	return ai == bi && a->until == b->until;
+}
+
+void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uint32_t inflight, int64_t until)
+{
+	gmx_lease_t l = {inflight, inflight ? until : 0};
+	if (!dev->lease || gmx_lease_same(cur, &l))
+		return;
+	*cur = l;
+	dev->lease(dev->ctx, task, inflight ? &l : NULL);
+}
+
 void gmx_cmd_queue_push(gmx_cmd_queue_t *q, gmx_cmd_t *cmd)
 {
 	cmd->next = NULL;

@@ -205,7 +205,7 @@ static uint32_t protected_victim(const gmx_memspace_t *m, uint32_t for_task, uin
 	uint32_t same = GMX_NO_CHUNK;
 	for (uint32_t v = m->head; v != GMX_NO_CHUNK; v = m->chunks[v].next) {
 		const gmx_chunk_t *c = &m->chunks[v];
-		if (c->stamp == stamp || !gmx_comb_may_evict(m->prio[c->task], fp))
+		if (c->stamp == stamp || ((!m->ws || m->ws[v]) && !gmx_comb_may_evict(m->prio[c->task], fp)))
 			continue;
 		if (gmx_comb_evict_key(m->prio[c->task], fp, 0) < gmx_comb_evict_key(fp, fp, 0))
 			return v; /* a worse priority's: first */

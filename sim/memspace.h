@@ -62,6 +62,8 @@ typedef struct gmx_memspace {
 	int protect;
 	int prio[GMX_MAX_TASKS];
 	int prio_worst; /* the worst priority among the tasks */
+	const uint8_t *ws; /* per chunk: in a task's predicted working set (only those are protected);
+			      NULL: every chunk; owned by whoever set it */
 	/* Priority eviction (gmx_memspace_prio_evict): off, the driver's order alone. */
 	int prio_evict;
 	int8_t rank[GMX_MAX_TASKS];			/* each task's priority, 0 best */
@@ -94,7 +96,8 @@ uint64_t gmx_memspace_next_missing(const gmx_memspace_t *m, uint64_t from, uint6
 
 /* Makes the pages of `mask` (bit i = page i) of chunk c resident; allocates the
  * chunk (evicting in population order, never a chunk stamped `stamp`; with
- * protect, never a better priority's chunk and a worse one's first) when it
+ * protect, never a better priority's working-set chunk, and a worse priority's
+ * chunk first) when it
  * had none. Adds to *in_bytes and *out_bytes. Returns pages made resident, or
  * -ENOSPC when nothing can be evicted. */
 int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,
