@@ -345,10 +345,11 @@ static void cmd_begin(sim_t *s, scmd_t *x)
 			return;
 		}
 		/* The physical limit: every transfer as early as the link allows. An
-		 * eviction starts when its copy engine is free and the victim's last
-		 * use has ended; the loads go on the other copy engine at the same
-		 * time (full duplex), into the space the evictions free, and may run
-		 * any time before the kernel (perfect foresight). */
+		 * eviction starts when its copy engine is free, the loads go on the
+		 * other copy engine at the same time (full duplex) and may run any time
+		 * before the kernel (perfect foresight). Where the space they go into
+		 * was still in use then is not asked (a relaxation: the limit may only
+		 * err high), except for what the switch constraint below proves. */
 		int64_t begin_out = s->d2h_free;
 		int64_t begin_in = s->h2d_free;
 		if (mv.out_bytes && begin_out > begin_in)
