@@ -41,6 +41,7 @@ void gmx_sched_params_default(gmx_sched_params_t *p)
 	p->profiles = NULL;
 	p->n_profiles = 0;
 	p->profile_learn = 0;
+	p->hold_task = 0;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)

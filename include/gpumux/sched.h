@@ -130,6 +130,10 @@ typedef struct gmx_sched_params {
 	gmx_kprof_t **profiles; /* per task index, NULL or NULL entries: none; not owned */
 	uint32_t n_profiles;
 	int profile_learn; /* nonzero: the policy records observations into profiles */
+	/* timeline only: this task keeps its place in the rotation while its host is busy, and the
+	 * device waits for its work at its turn (the simulator's memory limit grants a task the
+	 * best phase of the rotation this way, docs/simulator.md), as 1 + its index; 0: none. */
+	uint32_t hold_task;
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;
