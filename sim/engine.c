@@ -163,6 +163,54 @@ static void dev_preempt(void *ctx, uint32_t task, int hold)
 	try_start(s);
 }
 
+/* REEF's reset-based preemption: the task's kernels on the execution engine are
+ * killed and lose what they computed; each runs again from its start when the
+ * task is resumed (dev_preempt with hold = 0), a kernel that was waiting for a
+ * fault batch no earlier than that batch ends (its pages were already counted
+ * in). Pages a killed kernel brought in stay resident. Held like a preemption
+ * meanwhile; copy engines are not touched. */
+static void dev_reset(void *ctx, uint32_t task)
+{
+	sim_t *s = ctx;
+	stask_t *tk = &s->t[task];
+	tk->held = 1;
+	for (uint32_t k = 0; k < tk->n_slots; k++) {
+		scmd_t *x = tk->slots[k].busy;
+		if (!x || x->engine != ENG_EXEC)
+			continue;
+		if (!x->held) {
+			x->held = 1;
+			x->gen++; /* voids the pending event */
+			/* A resumed kernel still in its context switch (seg_start ahead) ran nothing yet. */
+			if (x->began && s->now > x->seg_start) {
+				if (s->cfg->timeline)
+					gmx_sim__record_cmd(s, x);
+				x->active_ns += s->now - x->seg_start;
+			}
+			s->running[ENG_EXEC]--;
+		} else if (x->pend_kind == EV_END || x->pend_kind == EV_FAULT) {
+			x->pend_at += s->now; /* already held: back to an absolute time for the rules below */
+		}
+		if (!x->began)
+			continue; /* its start is pending: nothing computed, nothing lost */
+		if (x->pages_total) {
+			/* Demand paging (or msched's fallback): from the first page again. */
+			int64_t after = x->pend_kind == EV_RESUME ? x->pend_at : 0;
+			x->compute_left = x->dur;
+			x->pages_left = x->pages_total;
+			memset(&x->cur, 0, sizeof(x->cur));
+			x->pend_kind = EV_RESUME;
+			x->pend_at = after;
+		} else {
+			/* Its whole run again (and what it still waited for, under ideal). */
+			int64_t left = x->pend_at - s->now;
+			x->pend_kind = EV_END;
+			x->pend_at = left > x->dur ? left : x->dur;
+		}
+	}
+	try_start(s);
+}
+
 /* Whether the cross-stream waits of x are all met (met ones are dropped). */
 static int waits_met(sim_t *s, scmd_t *x)
 {
@@ -781,6 +829,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		ws[i] = cfg->tasks[i].workload;
 	if (!rc && cfg->mem != GMX_MEM_INMEM) {
 		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
+		if (!rc && cfg->mem == GMX_MEM_UM && (cfg->policy->flags & GMX_POLICY_UM_PRIORITY)) {
+			int prio[GMX_MAX_TASKS];
+			for (uint32_t i = 0; i < s.n; i++)
+				prio[i] = cfg->tasks[i].priority;
+			gmx_memspace_prio_evict(&s.mem, prio);
+		}
 		if (!rc && (cfg->mem == GMX_MEM_UM || cfg->mem >= GMX_MEM_MSCHED))
 			gmx_memspace_warm(&s.mem);
 		if (!rc && cfg->timeline) {
@@ -803,6 +857,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .set_timer = dev_set_timer,
 			    .preempt = dev_preempt,
 			    .slice_for = dev_slice_for,
+			    .reset = dev_reset,
+			    .sms = s.dev->sms,
 			    .load_ns = dev_load_ns};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
