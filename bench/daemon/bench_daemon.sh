@@ -32,7 +32,7 @@ export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
     NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300
 else
-    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=600
+    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000
 fi
 HP="--kernels hp:200 --count $NREQ --gap-us 1000"
 LP="--kernels lpa:500,lpb:600 --count 100000 --sync-every 32"

@@ -10,6 +10,7 @@
  *   legacy     the legacy default stream waits for blocking streams and they for it
  *   stall_*    a daemon socket that stalls the connection attempt delays no other thread
  *   slots      SI_SLOTS processes use the stand-in at once; one more is refused; then served
+ *   straight   a launch that skips the queue (policy queue, nothing queued) never overtakes queued work
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -661,6 +662,67 @@ static int t_stall(int backlog)
 
 /* ---- errors: bad handles and modules ---- */
 
+/* ---- straight: a launch that may skip the queue never overtakes queued work ---- */
+
+/* Under the queue policy a launch goes straight to the driver only while nothing is queued.
+ * An event record issued from another context than its stream's is queued (a release would
+ * change the caller's context), and the dispatcher releases it later: a launch right after it
+ * on the same stream must follow it. The stand-in logs a record when it reaches its stream's
+ * head, so the log's order is the submission order. */
+static int t_straight(void)
+{
+	setup(); /* the primary context, current */
+	CUdevice dev;
+	CUcontext other;
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuCtxCreate(&other, NULL, 0, dev)); /* now current */
+	CUmodule mod;
+	CUfunction slow, marker;
+	CU(cuModuleLoadData(&mod, MODULE_TEXT));
+	CU(cuModuleGetFunction(&slow, mod, "slow"));
+	CU(cuModuleGetFunction(&marker, mod, "marker"));
+	CUstream s;
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUevent ev;
+	CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	for (int round = 0; round < 20; round++) {
+		int n = round;
+		void *sargs[] = {&d, &d, &n};
+		void *margs[] = {&n};
+		CU(cuLaunchKernel(slow, 1, 1, 1, 32, 1, 1, 0, s, sargs, NULL));
+		CU(cuCtxSetCurrent(g_ctx));
+		CU(cuEventRecord(ev, s)); /* queued: the caller's context is not the stream's */
+		CU(cuCtxSetCurrent(other));
+		CU(cuLaunchKernel(marker, 1, 1, 1, 32, 1, 1, 0, s, margs, NULL));
+		CU(cuStreamSynchronize(s));
+	}
+	char *log = slurp(getenv("GPUMUX_STANDIN_LOG"));
+	/* Per round: slow, the record, marker; never the marker before the record. */
+	int rounds = 0, bad = 0, last = 0; /* 1 slow, 2 record, 3 marker */
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+		int k = strstr(line, "name=slow")     ? 1
+			: strstr(line, "kind=record") ? 2
+			: strstr(line, "name=marker") ? 3
+						      : 0;
+		if (!k)
+			continue;
+		if (k != last % 3 + 1)
+			bad++;
+		rounds += k == 3;
+		last = k;
+	}
+	fprintf(stderr, "straight: %d rounds, %d out of order\n", rounds, bad);
+	CHECK(rounds == 20 && bad == 0);
+	free(log);
+	CU(cuMemFree(d));
+	CU(cuEventDestroy(ev));
+	CU(cuStreamDestroy(s));
+	CU(cuCtxDestroy(other));
+	return g_fail;
+}
+
 /* ---- slots: as many processes as the stand-in has slots at once; one more is refused ---- */
 
 /* The bench drives 64 client processes at once (bench/daemon) beside its own. */
@@ -794,11 +856,11 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(
-		    stderr,
-		    "usage: %s "
-		    "basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent|slots\n",
-		    argv[0]);
+		fprintf(stderr,
+			"usage: %s "
+			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent|slots|"
+			"straight\n",
+			argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -818,6 +880,7 @@ int main(int argc, char **argv)
 		 : !strcmp(t, "stall_backlog") ? t_stall(1)
 		 : !strcmp(t, "stall_silent")  ? t_stall(0)
 		 : !strcmp(t, "slots")	       ? t_slots()
+		 : !strcmp(t, "straight")      ? t_straight()
 					       : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);
