@@ -111,6 +111,7 @@ typedef struct sim {
 	int64_t mig_last[GMX_MAX_TASKS][2]; /* timeline: 1 + index of the task's last migration span in, out */
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
+	int64_t ideal_last_end, ideal_switch_at; /* ideal: end of its last op; when the running turn's space was freed */
 	gmx_msched_t *ms; /* msched modes */
 	int64_t *progress;
 	uint64_t rng;
