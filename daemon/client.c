@@ -395,7 +395,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 			       seq, c->l_inflight);
 		return;
 	}
-	if (c->l_until && (int64_t)e->y > c->l_until) {
+	if (c->l_until && (int64_t)e->y >= c->l_until) {
 		protocol_error(c, "malformed message: a leased release of seq %llu %lld ns after its lease ended",
 			       seq, (long long)((int64_t)e->y - c->l_until));
 		return;

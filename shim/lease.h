@@ -11,7 +11,7 @@
 typedef struct {
 	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
 	uint32_t now;	   /* leased commands in flight */
-	int64_t until;	   /* no release after this CLOCK_MONOTONIC ns; 0: no end */
+	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
 	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
 } gmx_shim_lease_t;
 
@@ -26,7 +26,7 @@ enum {
  * restarted): nothing goes under the lease. */
 static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked)
 {
-	int ended = l->until && now_ns > l->until;
+	int ended = l->until && now_ns >= l->until;
 	if (!l->inflight || ended)
 		return GMX_LEASE_ASK;
 	if (l->now < l->inflight && !blocked)

@@ -61,7 +61,7 @@ typedef struct gmx_cmd {
  * policy grants when it would grant the task everything it asks for anyway.
  *   inflight  the most leased commands the task may have in flight at once (released, not
  *             completed); 0: no lease (revoked);
- *   until     device time after which nothing more is released under it; 0: no end.
+ *   until     device time from which nothing more is released under it; 0: no end.
  * A revoke or a narrower bound takes effect at the next kernel boundary: commands already
  * released stay in flight. */
 typedef struct gmx_lease {
