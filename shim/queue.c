@@ -64,6 +64,7 @@ struct gmx_sq {
 	CUevent *pool; /* spare completion events of this context */
 	int npool, cappool;
 	CUresult deferred; /* first error of a release, reported at the next synchronisation */
+	int syncers;	   /* threads waiting in the driver on one of its ring's events (no lock) */
 };
 
 #define EV_BUCKETS 1024
@@ -78,6 +79,7 @@ static struct {
 	int inflight, inflight_max;
 	long poll_ns;
 	int dispatcher;
+	int disp_idle; /* the dispatcher sleeps without a timeout (nothing queued or in flight) */
 	unsigned gen; /* bumped when a queue is freed: invalidates per-thread caches */
 	int captures;
 	evinfo_t *ev[EV_BUCKETS];
@@ -449,10 +451,13 @@ static void *dispatcher_main(void *arg)
 	pthread_mutex_lock(&g.lock);
 	for (;;) {
 		pump();
-		if (g.queued == 0 && g.inflight == 0)
+		if (g.queued == 0 && g.inflight == 0) {
+			g.disp_idle = 1;
 			pthread_cond_wait(&g.cv_work, &g.lock);
-		else
-			timed_wait(&g.cv_work);
+			g.disp_idle = 0;
+		} else {
+			timed_wait(&g.cv_work); /* polls: reaps completions, retries held heads */
+		}
 	}
 	return NULL;
 }
@@ -474,17 +479,44 @@ static void ensure_dispatcher(void)
 	pthread_attr_destroy(&a);
 }
 
-/* Waits, pumping, until done(arg) holds. Lock held. */
-static void wait_until(int (*done)(const void *), const void *arg)
+/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
+ * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
+ * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
+ * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
+ * them (stream_retired). 1 if it waited. Lock held. */
+static int wait_oldest(gmx_sq *q)
+{
+	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
+	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es)
+		return 0;
+	CUevent e = q->ring[q->rhead];
+	q->syncers++;
+	pthread_mutex_unlock(&g.lock);
+	es(e);
+	pthread_mutex_lock(&g.lock);
+	q->syncers--;
+	return 1;
+}
+
+/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
+ * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
+static void wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 {
 	while (!done(arg)) {
 		pump();
 		if (done(arg))
 			break;
+		if (wait_oldest(q))
+			continue;
 		ensure_dispatcher();
 		pthread_cond_signal(&g.cv_work);
 		timed_wait(&g.cv_done);
 	}
+}
+
+static void wait_until(int (*done)(const void *), const void *arg)
+{
+	wait_until_q(done, arg, NULL);
 }
 
 /* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */
@@ -515,7 +547,7 @@ static int stream_retired(const void *arg)
 		return 0;
 	if (q->rlen > 0)
 		reap();
-	return q->rlen == 0;
+	return q->rlen == 0 && q->syncers == 0;
 }
 
 static int event_released(const void *arg)
@@ -652,16 +684,25 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		q->head = c;
 	q->tail = c;
 	g.queued++;
-	/* Fast path: the calling thread releases what it may right away. */
-	if (q->head == c && q->ctx == current_ctx() && can_release(c)) {
-		release_head(q);
-		pthread_cond_broadcast(&g.cv_done);
+	/* Fast path: the calling thread releases what it may right away (when the in-flight bound
+	 * holds it, after retiring what completed: no hand-off to the dispatcher for that). */
+	int mine = q->ctx == current_ctx();
+	if (mine && q->head == c) {
+		if (counted(c->info.kind) && g.inflight >= g.inflight_max)
+			reap();
+		if (can_release(c)) {
+			release_head(q);
+			pthread_cond_broadcast(&g.cv_done);
+		}
+	} else if (mine) {
+		pump(); /* what the dispatcher would do for this context, without a hand-off */
 	}
-	if (g.queued > 0 || g.inflight > 0) {
-		if (g.queued > 0)
-			ensure_dispatcher();
+	if (g.queued > 0)
+		ensure_dispatcher();
+	/* The dispatcher polls while anything is queued or in flight; it needs a signal only to
+	 * start polling, or for work only it may release (another context's). */
+	if (g.disp_idle ? (g.queued > 0 || g.inflight > 0) : (g.queued > 0 && !mine))
 		pthread_cond_signal(&g.cv_work);
-	}
 	pthread_mutex_unlock(&g.lock);
 	return CUDA_SUCCESS;
 }
@@ -712,7 +753,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 	CUstream out = s;
 	note_host_wait();
 	if (q) {
-		wait_until(stream_released, q);
+		wait_until_q(stream_released, q, q);
 		out = q->ptds ? q->real : s;
 		*err = q->deferred;
 		q->deferred = CUDA_SUCCESS;
@@ -886,6 +927,7 @@ void gmx_shim_queue_atfork_child(void)
 	g.queued = 0;
 	g.inflight = 0;
 	g.dispatcher = 0;
+	g.disp_idle = 0;
 	g.captures = 0;
 	g.free_cmds = NULL;
 	g.gen++;
