@@ -175,6 +175,23 @@ lease_revoke)
     echo "at most $worst low-priority kernels started while a high-priority kernel waited (bound 1)"
     [ "$worst" -le 1 ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound 1)"
     ;;
+lease_long)
+    # A client alone holds its lease for as long as it runs: 12,000 commands (the interposer's
+    # seq table is rebuilt every 4,096) cost one notice, the first, and no grant after it.
+    start_daemon "policy = fikit"
+    rm -f "$R/end"
+    client solo 3 -- --kernels s:1 --count 12000 --sync-every 64 --quiet 1 --end-when "$R/end"
+    for _ in $(seq 600); do grep -q '^waiting$' "$R/solo.out" 2>/dev/null && break; sleep 0.05; done
+    st=$("$G" status --json)
+    touch "$R/end"
+    wait $PID_solo
+    echo "solo: $(jq -c '[.clients[] | select(.name == "solo") | {notices, grants, leased}][0]' <<<"$st")"
+    n=$(jq '[.clients[] | select(.name == "solo") | .notices][0] // 99999' <<<"$st")
+    l=$(jq '[.clients[] | select(.name == "solo") | .leased][0] // 0' <<<"$st")
+    [ "$n" -le 2 ] || fail "the client alone sent $n notices (expected its first only: the rest under its lease)"
+    [ "$l" -ge 11990 ] || fail "only $l commands released under the lease"
+    [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
+    ;;
 profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
     # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of
