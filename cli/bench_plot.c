@@ -160,6 +160,22 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 		rc |= draw(dir, "frontier-of-inmem",
 			   "Throughput kept of same-slice inmem, per scenario and slice",
 			   "% of inmem throughput", &a, 100);
+	} else if (!strcmp(bench, "combined")) {
+		/* One group per scenario: each policy's HP p99 over HP alone, and LP over LP alone. */
+		json_array_foreach(json_object_get(root, "scenarios"), i, row)
+		{
+			const char *g = i < MAX_GROUPS ? short_name(str(row, "name"), names[i], sizeof names[i]) : "?";
+			size_t k;
+			json_t *p;
+			json_array_foreach(json_object_get(row, "policies"), k, p)
+			{
+				double al = json_number_value(json_object_get(p, "lp_alone_units_per_s"));
+				table_set(&a, g, str(p, "policy"),
+					  al > 0 ? 100 * json_number_value(json_object_get(p, "lp_units_per_s")) / al : NAN);
+			}
+		}
+		rc |= draw(dir, "combined-lp", "LP throughput kept of LP alone (same policy and memory)",
+			   "% of LP alone", &a, 100);
 	} else if (!strcmp(bench, "speed")) {
 		json_array_foreach(json_object_get(root, "runs"), i, row)
 		{

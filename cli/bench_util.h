@@ -22,6 +22,11 @@ int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot);
  * plot: also its charts there (gpumux bench --plot), or NULL. */
 int gmx_bench_fikit(const char *dir, int quick, int json, const char *plot);
 
+/* gpumux bench combined (bench_combined.c): an HP service beside oversubscribed LP work, every
+ * scenario under dir/combined under every policy and baseline; plot: also its chart there, or
+ * NULL. 0, or 1 when a run failed. */
+int gmx_bench_combined(const char *dir, int quick, int json, const char *plot);
+
 /* Monotonic wall-clock seconds. */
 static inline double gmx_bench_wall_s(void)
 {

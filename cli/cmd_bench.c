@@ -187,6 +187,11 @@ static int bench_frontier(const bench_opts_t *o)
 	return gmx_bench_frontier(o->dir, o->quick, o->json, o->plot);
 }
 
+static int bench_combined(const bench_opts_t *o)
+{
+	return gmx_bench_combined(o->dir, o->quick, o->json, o->plot);
+}
+
 static int bench_fikit(const bench_opts_t *o)
 {
 	return gmx_bench_fikit(o->dir, o->quick, o->json, o->plot);
@@ -198,7 +203,7 @@ static const struct {
 	int (*run)(const bench_opts_t *o);
 } benches[] = {
 	{"calibrate", bench_calibrate}, {"msched", bench_msched}, {"frontier", bench_frontier}, {"fikit", bench_fikit},
-	{"speed", bench_speed},         {"replay", bench_replay},
+	{"speed", bench_speed},         {"replay", bench_replay},       {"combined", bench_combined},
 };
 
 static void usage(FILE *out)
@@ -218,6 +223,11 @@ static void usage(FILE *out)
 		     "             (--quick: 5 s warm-up, 5 s measured)\n"
 		     "  fikit      priority kernel scheduling: each scenarios/fikit pair under fikit,\n"
 		     "             timeslice (default sharing), hpf, streamprio and mps against alone; BestPrioFit decision cost\n"
+		     "  combined   an HP service beside oversubscribed LP work (scenarios/combined): per\n"
+		     "             policy (gpumux, xsched-um and the other baselines) HP p50/p99 against\n"
+		     "             HP alone, LP units/s against LP alone (same policy and memory), bytes\n"
+		     "             moved; --plot: HP p99 against LP throughput, one point per policy\n"
+		     "             (--quick: half the windows)\n"
 		     "  speed      wall time and simulated kernels per second of every shipped scenario\n"
 		     "             under um and ideal\n"
 		     "  replay     each shipped profiler trace replayed alone on its recorded device:\n"

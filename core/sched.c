@@ -12,6 +12,10 @@ extern const gmx_policy_ops_t gmx_sched_timeline_ops;
 extern const gmx_policy_ops_t gmx_sched_fikit_ops;
 extern const gmx_policy_ops_t gmx_sched_streamprio_ops;
 extern const gmx_policy_ops_t gmx_sched_mps_ops;
+extern const gmx_policy_ops_t gmx_sched_tgs_ops;
+extern const gmx_policy_ops_t gmx_sched_orion_ops;
+extern const gmx_policy_ops_t gmx_sched_reef_ops;
+extern const gmx_policy_ops_t gmx_sched_gpumux_ops;
 
 static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_exclusive_ops,
@@ -21,6 +25,10 @@ static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_fikit_ops,
 	&gmx_sched_streamprio_ops,
 	&gmx_sched_mps_ops,
+	&gmx_sched_tgs_ops,
+	&gmx_sched_orion_ops,
+	&gmx_sched_reef_ops,
+	&gmx_sched_gpumux_ops,
 };
 
 void gmx_sched_params_default(gmx_sched_params_t *p)

@@ -561,9 +561,11 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
 			char why[sizeof c->cut_reason];
 			snprintf(why, sizeof why,
-				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu) as "
+				 "the device holds them (in 2 MiB chunks; %llu held)",
 				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
-				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+				 (unsigned long long)gmxd_mem_task_limit(SRV.mem),
+				 (unsigned long long)gmxd_mem_footprint(SRV.mem, c->task));
 			SRV.protocol_errors++;
 			gmxd__cut_err(c, E2BIG, why);
 			return;

@@ -23,7 +23,7 @@
 #define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
-    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo"};
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -144,6 +144,14 @@ static int64_t dev_slice_for(void *ctx, uint32_t task)
 	return s->ms && s->cfg->mem_slice_auto ? gmx_msched_slice(s->ms, task) : 0;
 }
 
+/* The memory planner's estimate of how long the command's pages take to come in. */
+static int64_t dev_load_ns(void *ctx, const gmx_cmd_t *c)
+{
+	sim_t *s = ctx;
+	const scmd_t *x = (const scmd_t *)c;
+	return s->ms && x->engine == ENG_EXEC ? gmx_msched_load_ns(s->ms, c->task, x->op_index, s->now) : 0;
+}
+
 /* The GPU's compute preemption at the end of a time slice: the task's
  * kernels on the execution engine stop where they are (a kernel computing
  * keeps the rest of its run, one waiting for a fault batch or a migration
@@ -187,6 +195,54 @@ static void dev_preempt(void *ctx, uint32_t task, int hold)
 		x->seg_start = at;
 		int run = x->pend_kind == EV_END || x->pend_kind == EV_FAULT;
 		cmd_push(s, x, run ? at + x->pend_at : (x->pend_at > at ? x->pend_at : at), x->pend_kind);
+	}
+	try_start(s);
+}
+
+/* REEF's reset-based preemption: the task's kernels on the execution engine are
+ * killed and lose what they computed; each runs again from its start when the
+ * task is resumed (dev_preempt with hold = 0), a kernel that was waiting for a
+ * fault batch no earlier than that batch ends (its pages were already counted
+ * in). Pages a killed kernel brought in stay resident. Held like a preemption
+ * meanwhile; copy engines are not touched. */
+static void dev_reset(void *ctx, uint32_t task)
+{
+	sim_t *s = ctx;
+	stask_t *tk = &s->t[task];
+	tk->held = 1;
+	for (uint32_t k = 0; k < tk->n_slots; k++) {
+		scmd_t *x = tk->slots[k].busy;
+		if (!x || x->engine != ENG_EXEC)
+			continue;
+		if (!x->held) {
+			x->held = 1;
+			x->gen++; /* voids the pending event */
+			/* A resumed kernel still in its context switch (seg_start ahead) ran nothing yet. */
+			if (x->began && s->now > x->seg_start) {
+				if (s->cfg->timeline)
+					gmx_sim__record_cmd(s, x);
+				x->active_ns += s->now - x->seg_start;
+			}
+			s->running[ENG_EXEC]--;
+		} else if (x->pend_kind == EV_END || x->pend_kind == EV_FAULT) {
+			x->pend_at += s->now; /* already held: back to an absolute time for the rules below */
+		}
+		if (!x->began)
+			continue; /* its start is pending: nothing computed, nothing lost */
+		if (x->pages_total) {
+			/* Demand paging (or msched's fallback): from the first page again. */
+			int64_t after = x->pend_kind == EV_RESUME ? x->pend_at : 0;
+			x->compute_left = x->dur;
+			x->pages_left = x->pages_total;
+			memset(&x->cur, 0, sizeof(x->cur));
+			x->pend_kind = EV_RESUME;
+			x->pend_at = after;
+		} else {
+			/* Its whole run again (and what it still waited for, under ideal). */
+			int64_t left = x->pend_at - s->now;
+			x->pend_kind = EV_END;
+			x->pend_at = left > x->dur ? left : x->dur;
+		}
 	}
 	try_start(s);
 }
@@ -811,6 +867,12 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		ws[i] = cfg->tasks[i].workload;
 	if (!rc && cfg->mem != GMX_MEM_INMEM) {
 		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
+		if (!rc && cfg->mem == GMX_MEM_UM && (cfg->policy->flags & GMX_POLICY_UM_PRIORITY)) {
+			int prio[GMX_MAX_TASKS];
+			for (uint32_t i = 0; i < s.n; i++)
+				prio[i] = cfg->tasks[i].priority;
+			gmx_memspace_prio_evict(&s.mem, prio);
+		}
 		if (!rc && (cfg->mem == GMX_MEM_UM || cfg->mem >= GMX_MEM_MSCHED))
 			gmx_memspace_warm(&s.mem);
 		if (!rc && cfg->timeline) {
@@ -833,7 +895,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .set_timer = dev_set_timer,
 			    .preempt = dev_preempt,
 			    .slice_for = dev_slice_for,
-			    .lease = dev_lease};
+			    .lease = dev_lease,
+			    .reset = dev_reset,
+			    .sms = s.dev->sms,
+			    .load_ns = dev_load_ns};
 	if (!rc)
 		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)

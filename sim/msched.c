@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpumux/combined.h"
 #include "gpumux/mplan.h"
 
 /* Tunables, with their sources. */
@@ -58,6 +59,10 @@ struct gmx_msched {
 	int cur;
 	uint64_t stamp;
 	int64_t h2d_free, d2h_free;
+	int64_t piece_ns;      /* PRIO: link time of one migration piece */
+	int hp;                /* PRIO: the best priority among the runnable tasks */
+	uint8_t *ws;           /* PRIO: per chunk, in some task's predicted working set */
+	int lp_exists;         /* PRIO: a runnable task has a worse priority than hp */
 	gmx_sim_msched_stats_t st;
 };
 
@@ -457,6 +462,33 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 	}
 	accuracy_pct(touched, predicted, hit, &ms->st);
 	ms->st.valid = 1;
+	if (variant == GMX_MSCHED_PRIO) {
+		m->protect = 1;
+		m->prio_worst = 0;
+		ms->hp = GMX_PRIORITY_LEVELS;
+		for (uint32_t i = 0; i < n; i++) {
+			m->prio[i] = tasks[i].priority;
+			if (tasks[i].priority > m->prio_worst)
+				m->prio_worst = tasks[i].priority;
+			if (tasks[i].priority < ms->hp)
+				ms->hp = tasks[i].priority;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			ms->lp_exists |= tasks[i].priority > ms->hp;
+		ms->piece_ns = gmx_comb_link_ns(GMX_COMB_PIECE_BYTES_DEFAULT, dev->link_in_gbps);
+		/* Only what a task's ops are predicted to touch is its working set: memory it
+		 * holds and never touches (an allocator's pool) is not protected. */
+		ms->ws = calloc((size_t)m->n_chunks + 1, 1);
+		if (!ms->ws) {
+			gmx_msched_destroy(ms);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t r = 0; r < ms->t[i].n_r; r++)
+				for (uint64_t c = ms->t[i].rp[r] >> 9; c <= (ms->t[i].rp[r] + ms->t[i].rn[r] - 1) >> 9; c++)
+					ms->ws[c] = 1;
+		m->ws = ms->ws;
+	}
 	*out = ms;
 	return 0;
 }
@@ -481,6 +513,9 @@ void gmx_msched_destroy(gmx_msched_t *ms)
 	free(ms->load);
 	free(ms->is_res);
 	free(ms->need);
+	if (ms->ws && ms->m->ws == ms->ws)
+		ms->m->ws = NULL;
+	free(ms->ws);
 	free(ms);
 }
 
@@ -488,6 +523,13 @@ void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task)
 {
 	if (task < ms->n)
 		ms->t[task].runnable = 0;
+	ms->hp = GMX_PRIORITY_LEVELS;
+	for (uint32_t i = 0; i < ms->n; i++)
+		if (ms->t[i].runnable && ms->t[i].priority < ms->hp)
+			ms->hp = ms->t[i].priority;
+	ms->lp_exists = 0;
+	for (uint32_t i = 0; i < ms->n; i++)
+		ms->lp_exists |= ms->t[i].runnable && ms->t[i].priority > ms->hp;
 }
 
 void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out)
@@ -602,6 +644,26 @@ static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8
 		int64_t b = at > ms->h2d_free ? at : ms->h2d_free;
 		done = b + (int64_t)((double)(in + out) / d->link_serial_gbps);
 		ms->h2d_free = ms->d2h_free = done;
+	} else if (ms->variant == GMX_MSCHED_PRIO && ms->t[ms->m->chunks[c].task].priority <= ms->hp) {
+		/* HP pages: after the piece of LP migration in flight only; the LP
+		 * backlog behind it moves back by as long (gmx_comb_migration_start). */
+		int64_t piece_end = at + ms->piece_ns < ms->h2d_free ? at + ms->piece_ns : ms->h2d_free;
+		int64_t b = gmx_comb_migration_start(ms->hp, ms->hp, at, piece_end, ms->h2d_free);
+		int64_t ev = gmx_comb_migration_start(ms->hp, ms->hp, at,
+						      at + ms->piece_ns < ms->d2h_free ? at + ms->piece_ns : ms->d2h_free,
+						      ms->d2h_free);
+		int64_t out_ns = gmx_comb_link_ns(out, d->link_out_gbps), in_ns = gmx_comb_link_ns(in, d->link_in_gbps);
+		if (out && ev + out_ns > b)
+			b = ev + out_ns;
+		done = b + in_ns;
+		if (in && ms->h2d_free > at)
+			ms->h2d_free += in_ns;
+		else if (in)
+			ms->h2d_free = done;
+		if (out && ms->d2h_free > at)
+			ms->d2h_free += out_ns;
+		else if (out)
+			ms->d2h_free = ev + out_ns;
 	} else {
 		/* Pipelined: evictions on one copy engine, loads on the other; a load
 		 * waits for the eviction that makes its room. */
@@ -756,7 +818,11 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	if (ms->oom)
 		return -ENOMEM;
 	p->next_op = op;
-	if (ms->cur != (int)task) {
+	/* PRIO: an HP turn is an interruption of the LP timeline, not a switch of
+	 * it: the HP working set stays resident (protected), so the LP plan stands
+	 * and the HP kernel only tops up what it misses. */
+	int interrupt = ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && ms->lp_exists;
+	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
 		if (rc)
 			return rc;
@@ -801,4 +867,30 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	}
 	*ready = start;
 	return 0;
+}
+
+int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
+{
+	if (task >= ms->n)
+		return 0;
+	const ptask_t *p = &ms->t[task];
+	uint64_t pages = 0;
+	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
+		uint64_t pg = p->rp[r], end = pg + p->rn[r];
+		while (pg < end) {
+			uint32_t c = (uint32_t)(pg >> 9);
+			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
+			uint64_t mk[8] = {0};
+			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+			for (int i = 0; i < 8; i++)
+				pages += (uint64_t)__builtin_popcountll(mk[i] & ~ms->m->chunks[c].bits[i]);
+			pg = stop;
+		}
+	}
+	if (!pages)
+		return 0;
+	int64_t free_at = ms->h2d_free > now ? ms->h2d_free : now;
+	if (ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && free_at > now + ms->piece_ns)
+		free_at = now + ms->piece_ns;
+	return free_at - now + gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
 }

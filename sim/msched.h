@@ -30,6 +30,10 @@ typedef enum gmx_msched_variant {
 	GMX_MSCHED_WHOLEALLOC, /* predicts whole allocations */
 	GMX_MSCHED_SERIAL,     /* evict, then load, one copy at a time */
 	GMX_MSCHED_FIFO,       /* the driver's eviction order (population order) */
+	GMX_MSCHED_PRIO,       /* the combined policy's memory side (docs/combined.md): the
+				* full planner, with the HP working set never evicted for LP
+				* work, LP evicted first, and HP migrations waiting at most one
+				* piece of LP migration */
 } gmx_msched_variant_t;
 
 typedef struct gmx_msched gmx_msched_t;
@@ -58,6 +62,11 @@ void gmx_msched_slice_rule(gmx_msched_t *ms, int on);
 /* The slice task `task` gets at the switch starting now, in ns: by the rule
  * when it is on, else the fixed slice. Also the horizon its switch plans. */
 int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task);
+
+/* How long making op `op` of `task`'s predicted pages resident would take from
+ * now (the link's backlog for its priority plus the missing bytes at the load
+ * rate), in ns; 0 when they are resident. */
+int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now);
 
 /* Task `task` will run no more (leaves the timeline). */
 void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task);

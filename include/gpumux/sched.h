@@ -37,7 +37,7 @@
 #define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
 #define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
 
-#define GMX_MAX_TASKS 64
+#define GMX_MAX_TASKS 128 /* tasks of a scenario; the daemon serves one fewer clients */
 #define GMX_PRIORITY_LEVELS 10 /* 0 highest */
 
 /* A command in a task's software queue, as a policy sees it. */
@@ -99,10 +99,22 @@ typedef struct gmx_device {
 	 * scheduler's choice); <= 0 or NULL: the policy's slice_ns. Asked by the
 	 * timeline scheduler at each turn. */
 	int64_t (*slice_for)(void *ctx, uint32_t task);
+	/* How long making `cmd`'s predicted pages resident would take if started
+	 * now, in ns (0: they are, or the device has no memory model). Asked by
+	 * the combined policy before it admits a low-priority command into a
+	 * high-priority gap. May be NULL (0). */
+	int64_t (*load_ns)(void *ctx, const gmx_cmd_t *cmd);
 	/* Grants, narrows or revokes (lease NULL or inflight 0) `task`'s lease; replaces the one
 	 * before. NULL on devices without leases: every command then goes through on_launch and
 	 * submit. */
 	void (*lease)(void *ctx, uint32_t task, const gmx_lease_t *lease);
+	/* Kills `task`'s kernels running on the execution engine (REEF's reset-based
+	 * preemption): what they computed is lost, and they run again from their
+	 * start once the task is resumed with preempt(task, 0); until then none of
+	 * its submitted commands starts there, as under preempt(task, 1). May be
+	 * NULL on devices that cannot kill a kernel (a policy then lets it finish). */
+	void (*reset)(void *ctx, uint32_t task);
+	uint32_t sms; /* streaming multiprocessors of the device; 0 unknown */
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -129,6 +141,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
 	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
 	    * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_UM_PRIORITY                                                                               \
+	8u /* under unified memory, device memory favours the better priority: pages of                      \
+	    * the worst priority level resident are evicted first (TGS) */
 
 typedef struct gmx_policy_ops {
 	const char *name;

@@ -9,6 +9,7 @@
  *   errors     bad handles and bad modules give the driver's error codes
  *   legacy     the legacy default stream waits for blocking streams and they for it
  *   stall_*    a daemon socket that stalls the connection attempt delays no other thread
+ *   slots      SI_SLOTS processes use the stand-in at once; one more is refused; then served
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -26,6 +27,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "engine.h" /* SI_SLOTS: the stand-in's process slots */
 
 /* The per-thread entry points, as code built with --default-stream per-thread calls them. */
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -658,6 +661,93 @@ static int t_stall(int backlog)
 
 /* ---- errors: bad handles and modules ---- */
 
+/* ---- slots: as many processes as the stand-in has slots at once; one more is refused ---- */
+
+/* The bench drives 64 client processes at once (bench/daemon) beside its own. */
+_Static_assert(SI_SLOTS >= 65, "the stand-in must serve 64 client processes and one more");
+
+/* A child: initialises, runs a kernel, reports 'k' (or 'f') on ready, then waits on go
+ * (until its write end closes) and runs one more kernel. */
+static void slots_child(int id, int ready, int go)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+	CUfunction fn;
+	int n = id;
+	void *args[] = {&n};
+	int ok = cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+		 cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+		 cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
+		 cuModuleLoadData(&mod, MODULE_TEXT) == CUDA_SUCCESS &&
+		 cuModuleGetFunction(&fn, mod, "marker") == CUDA_SUCCESS &&
+		 cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL) == CUDA_SUCCESS &&
+		 cuCtxSynchronize() == CUDA_SUCCESS;
+	char c = ok ? 'k' : 'f';
+	if (write(ready, &c, 1) != 1 || !ok)
+		_exit(1);
+	if (read(go, &c, 1) < 0)
+		_exit(1);
+	n = -id;
+	ok = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL) == CUDA_SUCCESS &&
+	     cuCtxSynchronize() == CUDA_SUCCESS;
+	_exit(ok ? 0 : 1);
+}
+
+static int t_slots(void)
+{
+	int ready[2], go[2];
+	CHECK(pipe(ready) == 0 && pipe(go) == 0);
+	static pid_t pid[SI_SLOTS];
+	alarm(55); /* a child that hangs fails the test instead of wedging it */
+	for (int i = 0; i < SI_SLOTS; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			close(ready[0]);
+			close(go[1]);
+			slots_child(i + 1, ready[1], go[0]);
+		}
+		CHECK(pid[i] > 0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	int ok = 0, failed = 0;
+	char c;
+	while (ok + failed < SI_SLOTS && read(ready[0], &c, 1) == 1)
+		c == 'k' ? ok++ : failed++;
+	fprintf(stderr, "slots: %d of %d processes ran at once, %d failed\n", ok, SI_SLOTS, failed);
+	CHECK(ok == SI_SLOTS);
+	/* Past the limit: the next process is refused (no device), with the reason on stderr. */
+	pid_t extra = fork();
+	if (extra == 0)
+		_exit(cuInit(0) == CUDA_ERROR_NO_DEVICE ? 0 : 1);
+	int st = 0;
+	waitpid(extra, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(go[1]); /* every child runs its second kernel and exits */
+	for (int i = 0; i < SI_SLOTS; i++) {
+		if (pid[i] <= 0)
+			continue;
+		waitpid(pid[i], &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	/* Their slots are free again (exited processes are reaped when the slots run out). */
+	extra = fork();
+	if (extra == 0) {
+		setup();
+		CU(launch_marker(NULL, 0));
+		CU(cuCtxSynchronize());
+		_exit(0);
+	}
+	waitpid(extra, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	alarm(0);
+	char *log = slurp(getenv("GPUMUX_STANDIN_LOG"));
+	CHECK(count_of(log, "kind=kernel name=marker") == 2 * SI_SLOTS + 1);
+	free(log);
+	return g_fail;
+}
+
 static int t_errors(void)
 {
 	CHECK(cuCtxSynchronize() == CUDA_ERROR_NOT_INITIALIZED ||
@@ -704,10 +794,11 @@ static int t_errors(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr,
-			"usage: %s "
-			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n",
-			argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s "
+		    "basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent|slots\n",
+		    argv[0]);
 		return 2;
 	}
 	const char *t = argv[1];
@@ -726,6 +817,7 @@ int main(int argc, char **argv)
 		 : !strcmp(t, "legacy")	       ? t_legacy()
 		 : !strcmp(t, "stall_backlog") ? t_stall(1)
 		 : !strcmp(t, "stall_silent")  ? t_stall(0)
+		 : !strcmp(t, "slots")	       ? t_slots()
 					       : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);

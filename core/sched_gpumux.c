@@ -1,0 +1,314 @@
+/* gpumux: priority scheduling and proactive memory as one policy
+ * (docs/combined.md; the decisions themselves are in core/combined.c).
+ *
+ * Separate contexts share the execution engine in turns (not spatially: the
+ * memory planner needs one task's working set at a time).
+ *
+ * - The HP level (best priority among tasks still running) releases its
+ *   commands at once. When HP work arrives while an LP task holds the engine,
+ *   the LP task is preempted at once on a device that can (REEF's immediate
+ *   preemption; the GPU's compute preemption), so the HP work waits one
+ *   context switch; on a device that cannot, LP commands only enter gaps they
+ *   fit (below), so the HP work waits at most the command that overran.
+ * - In an HP gap, the LP task whose turn it is (LP tasks take turns by the
+ *   memory planner's timeline: best LP level first, round robin within it,
+ *   each for its slice) releases its head when gmx_comb_admit says the head's
+ *   predicted run plus the time to make its pages resident (the device's
+ *   load_ns) fits the predicted gap. The gap is predicted from the HP idle
+ *   gaps seen so far: the GAP_QUANTILE quantile of the last GAP_SAMPLES
+ *   gaps, less the time already idle. Until GAP_MIN_SAMPLES gaps are known,
+ *   or once the HP task has been idle longer than every gap seen, the gap is
+ *   open (INT64_MAX).
+ * - With preemption available, a misprediction costs the HP task one switch,
+ *   so every LP head is admitted in an HP gap; the admission rule governs the
+ *   device without preemption (gpumuxd's software queues).
+ * - The LP slice comes from the device (the memory planner's slice rule: a
+ *   switch's migration a bounded share of the turn, latency targets) or else
+ *   params.slice_ns.
+ *
+ * What the memory side does (HP pages never evicted for LP work, migrations
+ * in pieces with HP first, LP planned over the timeline) is the device's
+ * memory planner, through the same decisions (sim/msched.c, GMX_MSCHED_PRIO).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumux/combined.h"
+#include "gpumux/sched.h"
+
+#define GAP_SAMPLES 64
+#define GAP_MIN_SAMPLES 8
+#define GAP_QUANTILE 0.05
+/* How long an idle LP task keeps its turn: host gaps inside a unit are microseconds. */
+#define LP_GRACE_NS 1000000LL
+/* Re-evaluation step while nothing fits the predicted gap. */
+#define RECHECK_NS 20000LL
+
+typedef struct gtask {
+	gmx_cmd_queue_t queue;
+	uint32_t inflight;
+	int priority, present, done, held;
+} gtask_t;
+
+struct gmx_policy {
+	gmx_device_t dev;
+	gmx_sched_params_t params;
+	uint32_t n_tasks;
+	gtask_t task[GMX_MAX_TASKS];
+	int lp_active;	    /* LP task whose turn it is, -1 none */
+	int64_t lp_end;	    /* when its turn ends */
+	int64_t lp_idle_since; /* when it ran dry, -1 busy */
+	int hp_idle;	    /* the HP level has nothing queued or in flight */
+	int64_t hp_idle_since;
+	int64_t gaps[GAP_SAMPLES]; /* last HP idle gaps, ring */
+	uint32_t n_gaps, gap_next;
+};
+
+static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
+{
+	if (gmx_sched_params_check(p, NULL, 0) != 0)
+		return -EINVAL;
+	gmx_policy_t *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dev = *dev;
+	s->params = *p;
+	s->lp_active = -1;
+	s->lp_idle_since = -1;
+	s->hp_idle = 1;
+	*out = s;
+	return 0;
+}
+
+static void gm_destroy(gmx_policy_t *s)
+{
+	free(s);
+}
+
+static int gm_task_add(gmx_policy_t *s, uint32_t task, int priority)
+{
+	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
+		return -EINVAL;
+	gtask_t *t = &s->task[task];
+	if (t->present && (!t->done || t->queue.head || t->inflight))
+		return -EBUSY;
+	memset(t, 0, sizeof(*t));
+	t->present = 1;
+	t->priority = priority;
+	if (task + 1 > s->n_tasks)
+		s->n_tasks = task + 1;
+	return 0;
+}
+
+/* The HP level: the best priority among tasks still running, when some running task has a
+ * worse one; -1 when every running task shares one level (they all take turns as LP). */
+static int hp_level(const gmx_policy_t *s)
+{
+	int best = -1, worst = -1;
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		const gtask_t *t = &s->task[i];
+		if (!t->present || t->done)
+			continue;
+		if (best < 0 || t->priority < best)
+			best = t->priority;
+		if (t->priority > worst)
+			worst = t->priority;
+	}
+	return best < worst ? best : -1;
+}
+
+static int has_work(const gmx_policy_t *s, uint32_t i)
+{
+	const gtask_t *t = &s->task[i];
+	return t->present && (t->queue.head || (t->held && t->inflight));
+}
+
+static void submit(gmx_policy_t *s, uint32_t i)
+{
+	gtask_t *t = &s->task[i];
+	t->inflight++;
+	s->dev.submit(s->dev.ctx, gmx_cmd_queue_pop(&t->queue));
+}
+
+static void hold(gmx_policy_t *s, uint32_t i, int on)
+{
+	gtask_t *t = &s->task[i];
+	if (t->held == on || !s->dev.preempt)
+		return;
+	if (on && !t->inflight)
+		return;
+	t->held = on;
+	s->dev.preempt(s->dev.ctx, i, on);
+}
+
+/* The predicted rest of the HP gap at `now`: INT64_MAX when open. */
+static int64_t hp_gap(const gmx_policy_t *s, int64_t now)
+{
+	if (s->n_gaps < GAP_MIN_SAMPLES)
+		return INT64_MAX;
+	int64_t v[GAP_SAMPLES];
+	uint32_t n = s->n_gaps < GAP_SAMPLES ? s->n_gaps : GAP_SAMPLES;
+	memcpy(v, s->gaps, n * sizeof(*v));
+	/* insertion sort: n <= 64 */
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			int64_t x = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = x;
+		}
+	int64_t idle = now - s->hp_idle_since;
+	if (idle >= v[n - 1])
+		return INT64_MAX; /* longer than any gap seen */
+	/* the quantile among the gaps that lasted at least this long */
+	uint32_t lo = 0;
+	while (lo < n && v[lo] <= idle)
+		lo++;
+	uint32_t k = lo + (uint32_t)(GAP_QUANTILE * (double)(n - lo));
+	if (k >= n)
+		k = n - 1;
+	return v[k] - idle;
+}
+
+/* The next LP task by the timeline: best LP level first, round robin after `from`. */
+static int next_lp(const gmx_policy_t *s, int hp, int from)
+{
+	int best = -1;
+	for (uint32_t k = 1; k <= s->n_tasks; k++) {
+		uint32_t i = (uint32_t)(((from < 0 ? -1 : from) + (int)k + (int)s->n_tasks) % (int)s->n_tasks);
+		if (s->task[i].priority <= hp || !has_work(s, i))
+			continue;
+		if (best < 0 || s->task[i].priority < s->task[best].priority)
+			best = (int)i;
+	}
+	return best;
+}
+
+static void dispatch(gmx_policy_t *s)
+{
+	int64_t now = s->dev.now(s->dev.ctx);
+	int hp = hp_level(s);
+	int busy = 0;
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		gtask_t *t = &s->task[i];
+		if (!t->present || t->priority != hp)
+			continue;
+		while (t->queue.head && t->inflight < s->params.inflight_max)
+			submit(s, i);
+		busy |= t->inflight > 0 || t->queue.head != NULL;
+	}
+	if (busy) {
+		if (s->hp_idle && s->hp_idle_since >= 0 && now > s->hp_idle_since) {
+			s->gaps[s->gap_next] = now - s->hp_idle_since;
+			s->gap_next = (s->gap_next + 1) % GAP_SAMPLES;
+			s->n_gaps++;
+		}
+		s->hp_idle = 0;
+		for (uint32_t i = 0; i < s->n_tasks; i++)
+			if (s->task[i].present && s->task[i].priority > hp)
+				hold(s, i, 1); /* HP first: the LP task waits at once */
+		return;
+	}
+	if (!s->hp_idle) {
+		s->hp_idle = 1;
+		s->hp_idle_since = now;
+	}
+	/* The LP turn: kept while its slice lasts, through host gaps under LP_GRACE_NS
+	 * (a closed-loop host launching its next unit), as the timeline scheduler does. */
+	int a = s->lp_active;
+	if (a >= 0 && has_work(s, (uint32_t)a))
+		s->lp_idle_since = -1;
+	else if (a >= 0 && s->lp_idle_since < 0)
+		s->lp_idle_since = now;
+	int over = a < 0 || s->task[a].priority <= hp || s->task[a].done || now >= s->lp_end ||
+		   (s->lp_idle_since >= 0 && now >= s->lp_idle_since + LP_GRACE_NS);
+	if (over) {
+		int n = next_lp(s, hp, a);
+		if (n < 0)
+			return; /* no LP work: the next launch decides */
+		if (a >= 0 && n != a) {
+			if (s->task[a].inflight && !s->dev.preempt)
+				return; /* the device cannot cut it: switch when it completes */
+			hold(s, (uint32_t)a, 1);
+		}
+		a = s->lp_active = n;
+		s->lp_idle_since = -1;
+		int64_t sl = s->dev.slice_for ? s->dev.slice_for(s->dev.ctx, (uint32_t)a) : 0;
+		s->lp_end = now + (sl > 0 ? sl : s->params.slice_ns);
+	}
+	int64_t wake = s->lp_end;
+	if (s->lp_idle_since >= 0 && s->lp_idle_since + LP_GRACE_NS < wake)
+		wake = s->lp_idle_since + LP_GRACE_NS;
+	gtask_t *t = &s->task[a];
+	hold(s, (uint32_t)a, 0);
+	int64_t gap = s->dev.preempt ? INT64_MAX : hp_gap(s, now);
+	int64_t placed = 0;
+	while (t->queue.head && t->inflight < s->params.inflight_max) {
+		const gmx_cmd_t *c = t->queue.head;
+		int64_t load = gap != INT64_MAX && s->dev.load_ns ? s->dev.load_ns(s->dev.ctx, c) : 0;
+		int64_t run = c->predicted_ns > 0 ? c->predicted_ns : 0;
+		if (!gmx_comb_admit(gap == INT64_MAX ? gap : gap - placed, run, load, s->params.switch_ns)) {
+			if (now + RECHECK_NS < wake)
+				wake = now + RECHECK_NS; /* the prediction grows as the gap lasts */
+			break;
+		}
+		placed += run + load;
+		submit(s, (uint32_t)a);
+	}
+	s->dev.set_timer(s->dev.ctx, wake);
+}
+
+static void gm_task_done(gmx_policy_t *s, uint32_t task)
+{
+	if (task < GMX_MAX_TASKS) {
+		gtask_t *t = &s->task[task];
+		t->done = 1;
+		hold(s, task, 0);
+		while (t->queue.head)
+			submit(s, task);
+	}
+	dispatch(s);
+}
+
+static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
+	dispatch(s);
+}
+
+static void gm_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
+{
+	gtask_t *t = &s->task[cmd->task];
+	if (t->inflight)
+		t->inflight--;
+	if (!t->inflight && t->held) {
+		t->held = 0; /* its last work in flight was a copy: nothing is held */
+		s->dev.preempt(s->dev.ctx, cmd->task, 0);
+	}
+	dispatch(s);
+}
+
+static void gm_on_timer(gmx_policy_t *s)
+{
+	dispatch(s);
+}
+
+static void gm_on_host_wait(gmx_policy_t *s, uint32_t task)
+{
+	(void)task;
+	dispatch(s);
+}
+
+const gmx_policy_ops_t gmx_sched_gpumux_ops = {
+    .name = "gpumux",
+    .summary = "the combined policy: HP first with immediate preemption, LP in HP gaps when its pages fit, "
+	       "LP turns by the memory planner's timeline (docs/combined.md)",
+    .create = gm_create,
+    .destroy = gm_destroy,
+    .task_add = gm_task_add,
+    .task_done = gm_task_done,
+    .on_launch = gm_on_launch,
+    .on_complete = gm_on_complete,
+    .on_timer = gm_on_timer,
+    .on_host_wait = gm_on_host_wait,
+};

@@ -1,0 +1,56 @@
+/* The decisions of the combined policy (`gpumux`: priority scheduling and
+ * proactive memory as one policy, docs/combined.md), as pure functions so
+ * that the simulator and gpumuxd take them alike and tests check each one.
+ *
+ * Priorities are 0 (highest) to 9. "HP" is the best priority among the tasks
+ * still running; everything below is "LP".
+ */
+#ifndef GPUMUX_COMBINED_H
+#define GPUMUX_COMBINED_H
+
+#include <stdint.h>
+
+/* Migrations are cut into pieces of at most this many bytes: 64 MiB take 2.1 ms at
+ * the RTX 5080's 31.75 GB/s per direction, about one GPU time slice, so an HP
+ * arrival waits at most that for the link. */
+#define GMX_COMB_PIECE_BYTES_DEFAULT (64ull << 20)
+/* The smallest piece: one 2 MiB chunk (the driver's allocation granule). */
+#define GMX_COMB_PIECE_BYTES_MIN (2ull << 20)
+
+/* Whether a resident page of a task at priority victim_prio may be evicted to
+ * make room for work of priority for_prio: never a better priority's pages
+ * (the HP working set is never evicted for LP work). */
+int gmx_comb_may_evict(int victim_prio, int for_prio);
+
+/* Order of eviction among the allowed victims: lower first. A worse priority
+ * than the requester's goes before the requester's own level (LP pages are
+ * evicted first, as TGS does), then by the planner's rank within a level
+ * (rank: the first coming slice that needs the page, larger = later; 
+ * UINT32_MAX = none). */
+uint64_t gmx_comb_evict_key(int victim_prio, int for_prio, uint32_t rank);
+
+/* Whether an LP command may start in an HP gap: its predicted run plus the
+ * time to make its pages resident (load_ns, from the device's memory model;
+ * 0 when they are) plus switch_ns in and out fits within gap_ns. gap_ns < 0:
+ * unknown (not admitted); INT64_MAX: no HP work expected (admitted). */
+int gmx_comb_admit(int64_t gap_ns, int64_t run_ns, int64_t load_ns, int64_t switch_ns);
+
+/* Nanoseconds to move `bytes` at link_gbps (GB/s, 10^9 bytes per second), rounded up. */
+int64_t gmx_comb_link_ns(uint64_t bytes, double link_gbps);
+
+/* The piece size for a wait bound: the largest whole number of 2 MiB chunks
+ * that crosses the link within max_wait_ns (at least one chunk). */
+uint64_t gmx_comb_piece_bytes(double link_gbps, int64_t max_wait_ns);
+
+/* When a migration of priority `prio` asked at `now` may start on a link whose
+ * current piece ends at piece_end and whose queued work ends at backlog_end:
+ * HP work (prio <= hp_level) goes after the piece in flight only (it waits at
+ * most one piece), LP work after the whole backlog. */
+int64_t gmx_comb_migration_start(int prio, int hp_level, int64_t now, int64_t piece_end, int64_t backlog_end);
+
+/* The LP slice for a turn, from the latency targets: the tightest target over
+ * the LP tasks divided by their number (a rotation fits it), clamped to
+ * [lo_ns, hi_ns]; no target (all <= 0): hi_ns. */
+int64_t gmx_comb_lp_slice(const int64_t *target_ns, uint32_t n_lp, int64_t lo_ns, int64_t hi_ns);
+
+#endif
