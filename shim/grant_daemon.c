@@ -242,7 +242,8 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
 		} else if (gmx_dl.lease.inflight) {
 			int64_t now = gmx_dl_now_ns();
-			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync);
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
+						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
 				ok = lease_release(cmd, now);
 			else if (d == GMX_LEASE_ASK)
