@@ -248,9 +248,12 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 /* Leases: the active task may release up to inflight_max commands without asking until its
  * slice ends; while no other task has work, with no end (its slice would be renewed anyway;
  * exclusive: always). Once its slice has expired with another task waiting, it has none, and
- * neither has any task that is not active. */
+ * neither has any task that is not active. A device that preempts at the slice's end is the
+ * GPU's own time slicing (the simulator's default sharing): no interposer there, no lease. */
 static void update_leases(gmx_policy_t *s, int64_t now)
 {
+	if (can_preempt(s))
+		return;
 	int a = s->active;
 	if (s->leased >= 0 && s->leased != a)
 		gmx_lease_set(&s->dev, (uint32_t)s->leased, &s->task[s->leased].lease, 0, 0);

@@ -64,6 +64,7 @@ struct gmx_sq {
 	CUevent *pool; /* spare completion events of this context */
 	int npool, cappool;
 	CUresult deferred; /* first error of a release, reported at the next synchronisation */
+	int syncers;	   /* threads waiting in the driver on one of its ring's events (no lock) */
 };
 
 #define EV_BUCKETS 1024
@@ -486,17 +487,44 @@ static void ensure_dispatcher(void)
 	pthread_attr_destroy(&a);
 }
 
-/* Waits, pumping, until done(arg) holds. Lock held. */
-static void wait_until(int (*done)(const void *), const void *arg)
+/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
+ * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
+ * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
+ * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
+ * them (stream_retired). 1 if it waited. Lock held. */
+static int wait_oldest(gmx_sq *q)
+{
+	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
+	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es)
+		return 0;
+	CUevent e = q->ring[q->rhead];
+	q->syncers++;
+	pthread_mutex_unlock(&g.lock);
+	es(e);
+	pthread_mutex_lock(&g.lock);
+	q->syncers--;
+	return 1;
+}
+
+/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
+ * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
+static void wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 {
 	while (!done(arg)) {
 		pump();
 		if (done(arg))
 			break;
+		if (wait_oldest(q))
+			continue;
 		ensure_dispatcher();
 		pthread_cond_signal(&g.cv_work);
 		timed_wait(&g.cv_done);
 	}
+}
+
+static void wait_until(int (*done)(const void *), const void *arg)
+{
+	wait_until_q(done, arg, NULL);
 }
 
 /* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */
@@ -527,7 +555,7 @@ static int stream_retired(const void *arg)
 		return 0;
 	if (q->rlen > 0)
 		reap();
-	return q->rlen == 0;
+	return q->rlen == 0 && q->syncers == 0;
 }
 
 static int event_released(const void *arg)
@@ -742,7 +770,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 	CUstream out = s;
 	note_host_wait();
 	if (q) {
-		wait_until(stream_released, q);
+		wait_until_q(stream_released, q, q);
 		out = q->ptds ? q->real : s;
 		*err = q->deferred;
 		q->deferred = CUDA_SUCCESS;

@@ -80,19 +80,55 @@ static int64_t dev_now(void *ctx)
 
 static void try_start(sim_t *s);
 
-static int dev_submit(void *ctx, gmx_cmd_t *c)
+/* Puts x in its stream's hardware queue (start: and starts what may start). */
+static void hw_submit(sim_t *s, scmd_t *x, int start)
 {
-	sim_t *s = ctx;
-	scmd_t *x = (scmd_t *)c;
-	slot_t *sl = &s->t[c->task].slots[x->slot];
+	slot_t *sl = &s->t[x->c.task].slots[x->slot];
 	x->hw_next = NULL;
 	if (sl->hw_tail)
 		sl->hw_tail->hw_next = x;
 	else
 		sl->hw_head = x;
 	sl->hw_tail = x;
-	try_start(s);
+	if (start)
+		try_start(s);
+}
+
+static int dev_submit(void *ctx, gmx_cmd_t *c)
+{
+	sim_t *s = ctx;
+	stask_t *tk = &s->t[c->task];
+	if (!c->leased && tk->waiting)
+		tk->waiting--;
+	hw_submit(s, (scmd_t *)c, 1);
 	return 0;
+}
+
+/* Leases: what the interposer does on a real GPU. A revoke or a narrower bound holds from the
+ * next release on (the kernel boundary); what is in flight stays. */
+static void dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
+{
+	sim_t *s = ctx;
+	s->t[task].lease = l ? *l : (gmx_lease_t){0};
+}
+
+int gmx_sim__lease_release(sim_t *s, scmd_t *x)
+{
+	stask_t *tk = &s->t[x->c.task];
+	/* Bounded as the interposer bounds it: what the task has in flight, leased or not. */
+	if (!tk->lease.inflight || tk->waiting || tk->outstanding - 1 >= tk->lease.inflight ||
+	    (tk->lease.until && s->now >= tk->lease.until))
+		return 0;
+	x->c.leased = 1;
+	tk->leased_now++;
+	tk->leased++;
+	hw_submit(s, x, 0); /* started once the policy has heard of it, as if it had released it */
+	return 1;
+}
+
+void gmx_sim__start_ready(sim_t *s)
+{
+	try_start(s);
 }
 
 static void dev_set_timer(void *ctx, int64_t at)
@@ -556,6 +592,8 @@ static void cmd_end(sim_t *s, scmd_t *x)
 	tk->done_gpu_ns += (double)x->dur;
 	if (x->running)
 		spatial_end(s, x);
+	if (x->c.leased)
+		tk->leased_now--;
 	s->cfg->policy->on_complete(s->policy, &x->c);
 	if (x->ends_pending)
 		x->dead = 1; /* freed when its last stale end event is popped */
@@ -867,6 +905,7 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .set_timer = dev_set_timer,
 			    .preempt = dev_preempt,
 			    .slice_for = dev_slice_for,
+			    .lease = dev_lease,
 			    .reset = dev_reset,
 			    .sms = s.dev->sms,
 			    .load_ns = dev_load_ns};

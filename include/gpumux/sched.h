@@ -59,9 +59,9 @@ typedef struct gmx_cmd {
 /* A lease: a bound within which the device releases a task's commands as they come, without
  * asking the policy (each still reaches on_launch, marked leased, and on_complete). What a
  * policy grants when it would grant the task everything it asks for anyway.
- *   inflight  the most leased commands the task may have in flight at once (released, not
- *             completed); 0: no lease (revoked);
- *   until     device time after which nothing more is released under it; 0: no end.
+ *   inflight  a command goes under the lease only while the task has fewer commands in flight
+ *             (released, not completed; leased or not); 0: no lease (revoked);
+ *   until     device time from which nothing more is released under it; 0: no end.
  * A revoke or a narrower bound takes effect at the next kernel boundary: commands already
  * released stay in flight. */
 typedef struct gmx_lease {
