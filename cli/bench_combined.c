@@ -19,15 +19,31 @@
  * memory mode, what it is and where it comes from). */
 typedef struct comb_policy {
 	const char *name, *sched, *mem, *what;
+	const char *fit_only; /* when set, the policy runs only where every task's memory fits: why */
 } comb_policy_t;
 
 static const comb_policy_t policies[] = {
 	{"gpumux", "gpumux", "gpumux",
 	 "the combined policy: HP first, immediate preemption, HP pages never evicted for LP, LP in "
-	 "pieces over msched's timeline (docs/combined.md)"},
+	 "pieces over msched's timeline (docs/combined.md)",
+	 NULL},
 	{"xsched-um", "hpf", "um",
 	 "XSched-like highest-priority-first at the scenario's slice over demand paging (the MSched "
-	 "paper's baseline, section 7)"},
+	 "paper's baseline, section 7)",
+	 NULL},
+	{"tgs", "tgs", "um",
+	 "TGS (NSDI'23): the GPU's time slicing with LP's launch rate adapted to HP's measured rate; "
+	 "unified memory with LP pages evicted first (docs/baselines.md)",
+	 NULL},
+	{"reef", "reef", "um",
+	 "REEF (OSDI'22): BE held while an RT request runs, BE kernels killed and re-run on an RT "
+	 "arrival (reset-based preemption); over demand paging (docs/baselines.md)",
+	 NULL},
+	{"orion", "orion", "inmem",
+	 "Orion (EuroSys'24): a BE kernel beside HP only when its SMs fit and its compute/memory "
+	 "class differs (docs/baselines.md)",
+	 "Orion runs its clients as threads of one process with every allocation resident: it "
+	 "cannot oversubscribe"},
 };
 #define N_POLICIES (sizeof(policies) / sizeof(policies[0]))
 
@@ -196,9 +212,25 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 			sc.warmup_ns /= 2;
 			sc.duration_ns /= 2;
 		}
+		uint64_t footprint = 0;
+		for (uint32_t i = 0; i < sc.n_tasks; i++)
+			footprint += gmx_workload_footprint(sc.tasks[i].workload);
 		json_t *pol = json_array();
 		for (size_t k = 0; k < N_POLICIES; k++) {
 			comb_row_t w = {0};
+			if (policies[k].fit_only && footprint > sc.capacity_bytes) {
+				json_t *o = json_object();
+				json_object_set_new(o, "policy", json_string(policies[k].name));
+				json_object_set_new(o, "sched", json_string(policies[k].sched));
+				json_object_set_new(o, "mem", json_string(policies[k].mem));
+				json_object_set_new(o, "skipped", json_string(policies[k].fit_only));
+				json_array_append_new(pol, o);
+				if (!json)
+					printf("%-22s %-10s n/a: %.1f GiB on %.1f GiB, and %s\n", k ? "" : sc.name,
+					       policies[k].name, footprint / GMX_GIB, sc.capacity_bytes / GMX_GIB,
+					       policies[k].fit_only);
+				continue;
+			}
 			if (run_policy(&sc, &policies[k], &w, err, sizeof(err))) {
 				fprintf(stderr, "gpumux bench combined: %s under %s: %s\n", sc.name, policies[k].name, err);
 				failed = 1;

@@ -12,6 +12,9 @@ extern const gmx_policy_ops_t gmx_sched_timeline_ops;
 extern const gmx_policy_ops_t gmx_sched_fikit_ops;
 extern const gmx_policy_ops_t gmx_sched_streamprio_ops;
 extern const gmx_policy_ops_t gmx_sched_mps_ops;
+extern const gmx_policy_ops_t gmx_sched_tgs_ops;
+extern const gmx_policy_ops_t gmx_sched_orion_ops;
+extern const gmx_policy_ops_t gmx_sched_reef_ops;
 extern const gmx_policy_ops_t gmx_sched_gpumux_ops;
 
 static const gmx_policy_ops_t *const registry[] = {
@@ -22,6 +25,9 @@ static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_fikit_ops,
 	&gmx_sched_streamprio_ops,
 	&gmx_sched_mps_ops,
+	&gmx_sched_tgs_ops,
+	&gmx_sched_orion_ops,
+	&gmx_sched_reef_ops,
 	&gmx_sched_gpumux_ops,
 };
 
@@ -35,6 +41,7 @@ void gmx_sched_params_default(gmx_sched_params_t *p)
 	p->profiles = NULL;
 	p->n_profiles = 0;
 	p->profile_learn = 0;
+	p->hold_task = 0;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)

@@ -101,13 +101,21 @@ static int gm_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	return 0;
 }
 
+/* The HP level: the best priority among tasks still running, when some running task has a
+ * worse one; -1 when every running task shares one level (they all take turns as LP). */
 static int hp_level(const gmx_policy_t *s)
 {
-	int best = -1;
-	for (uint32_t i = 0; i < s->n_tasks; i++)
-		if (s->task[i].present && !s->task[i].done && (best < 0 || s->task[i].priority < best))
-			best = s->task[i].priority;
-	return best;
+	int best = -1, worst = -1;
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		const gtask_t *t = &s->task[i];
+		if (!t->present || t->done)
+			continue;
+		if (best < 0 || t->priority < best)
+			best = t->priority;
+		if (t->priority > worst)
+			worst = t->priority;
+	}
+	return best < worst ? best : -1;
 }
 
 static int has_work(const gmx_policy_t *s, uint32_t i)
@@ -180,8 +188,6 @@ static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
 	int hp = hp_level(s);
-	if (hp < 0)
-		return;
 	int busy = 0;
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
 		gtask_t *t = &s->task[i];

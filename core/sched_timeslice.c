@@ -49,6 +49,7 @@ struct gmx_policy {
 	int active;	    /* task owning the device, -1 none */
 	int64_t slice_end;  /* when the active task's slice expires */
 	int64_t idle_since; /* when the active task ran dry, -1 busy */
+	int waiting;	    /* timeline with hold_task: the turn is the held task's, its work not yet come */
 	struct {
 		gmx_cmd_queue_t queue; /* launch order; the device keeps per-stream order */
 		uint32_t inflight;
@@ -148,6 +149,13 @@ static int next_round_robin(const gmx_policy_t *s, int from, int by_priority)
 	return best;
 }
 
+/* timeline with hold_task: the held task keeps its place in the rotation
+ * until it is done, with work or not. */
+static int is_held_turn(const gmx_policy_t *s, uint32_t t)
+{
+	return s->variant == V_TIMELINE && s->params.hold_task == t + 1 && s->task[t].present && !s->task[t].done;
+}
+
 /* timeline: the next task with work in the order the planner predicts. */
 static int next_on_timeline(const gmx_policy_t *s, int from)
 {
@@ -156,7 +164,7 @@ static int next_on_timeline(const gmx_policy_t *s, int from)
 	uint32_t order[GMX_MAX_TASKS];
 	for (uint32_t t = 0; t < s->n_tasks; t++) {
 		prio[t] = s->task[t].priority;
-		run[t] = (uint8_t)has_work(s, t);
+		run[t] = (uint8_t)(has_work(s, t) || is_held_turn(s, t));
 	}
 	if (from < 0) { /* nobody yet: the best level's first task with work */
 		int best = -1;
@@ -188,6 +196,17 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 		return;
 	}
 	int a = s->active;
+	if (s->waiting) {
+		/* The held task's turn: the device waits for its work, and its
+		 * slice starts when the work comes. */
+		if (a >= 0 && is_held_turn(s, (uint32_t)a) && !has_work(s, (uint32_t)a))
+			return;
+		s->waiting = 0;
+		if (a >= 0 && has_work(s, (uint32_t)a)) {
+			s->slice_end = now + s->params.slice_ns;
+			s->dev.set_timer(s->dev.ctx, s->slice_end);
+		}
+	}
 	if (a >= 0 && has_work(s, (uint32_t)a))
 		s->idle_since = -1;
 	else if (a >= 0 && s->task[a].inflight == 0 && s->idle_since < 0)
@@ -217,6 +236,7 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 										  : 0;
 			s->slice_end = now + (sl > 0 ? sl : s->params.slice_ns);
 			s->dev.set_timer(s->dev.ctx, s->slice_end);
+			s->waiting = !has_work(s, (uint32_t)n) && is_held_turn(s, (uint32_t)n);
 		}
 	} else if (idle && s->idle_since >= 0) {
 		/* Come back when the grace period ends, or the slice, whichever first. */
@@ -228,9 +248,12 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 /* Leases: the active task may release up to inflight_max commands without asking until its
  * slice ends; while no other task has work, with no end (its slice would be renewed anyway;
  * exclusive: always). Once its slice has expired with another task waiting, it has none, and
- * neither has any task that is not active. */
+ * neither has any task that is not active. A device that preempts at the slice's end is the
+ * GPU's own time slicing (the simulator's default sharing): no interposer there, no lease. */
 static void update_leases(gmx_policy_t *s, int64_t now)
 {
+	if (can_preempt(s))
+		return;
 	int a = s->active;
 	if (s->leased >= 0 && s->leased != a)
 		gmx_lease_set(&s->dev, (uint32_t)s->leased, &s->task[s->leased].lease, 0, 0);

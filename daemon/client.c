@@ -48,11 +48,22 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 	SRV.timer_at = at;
 	if (SRV.tfd < 0)
 		return; /* no loop (tests): whoever drives the daemon fires the timer */
+	/* A policy asks again at nearly every event (fikit: at each launch and completion). The
+	 * timer already armed to fire no later is kept (a system call saved): when it fires before
+	 * the time asked for, the loop arms it again for that time (gmxd__timer_fired). */
+	if (SRV.timer_armed && SRV.timer_armed <= (at > 0 ? at : 1))
+		return;
+	gmxd__arm_timer(at);
+}
+
+void gmxd__arm_timer(int64_t at)
+{
 	struct itimerspec it = {0};
 	if (at <= 0)
 		at = 1; /* "now": an absolute time in the past fires at once */
 	it.it_value.tv_sec = at / 1000000000LL;
 	it.it_value.tv_nsec = at % 1000000000LL;
+	SRV.timer_armed = at;
 	if (timerfd_settime(SRV.tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
 		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
@@ -395,7 +406,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 			       seq, c->l_inflight);
 		return;
 	}
-	if (c->l_until && (int64_t)e->y > c->l_until) {
+	if (c->l_until && (int64_t)e->y >= c->l_until) {
 		protocol_error(c, "malformed message: a leased release of seq %llu %lld ns after its lease ended",
 			       seq, (long long)((int64_t)e->y - c->l_until));
 		return;
@@ -550,9 +561,11 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
 			char why[sizeof c->cut_reason];
 			snprintf(why, sizeof why,
-				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu) as "
+				 "the device holds them (in 2 MiB chunks; %llu held)",
 				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
-				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+				 (unsigned long long)gmxd_mem_task_limit(SRV.mem),
+				 (unsigned long long)gmxd_mem_footprint(SRV.mem, c->task));
 			SRV.protocol_errors++;
 			gmxd__cut_err(c, E2BIG, why);
 			return;

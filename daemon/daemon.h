@@ -49,7 +49,7 @@
  * included: larger requests get 431/413) and GMXD_HTTP_TIMEOUT_S seconds of inactivity. */
 #define GMXD_METRICS_MAX (1u << 20)
 #define GMXD_METRICS_CHUNK 60000u /* bytes of text per METRICS message on the socket */
-#define GMXD_IDENT_MAX 96	  /* client identities (name, priority, uid, container) with series */
+#define GMXD_IDENT_MAX 160	  /* client identities (name, priority, uid, container) with series */
 #define GMXD_REF_UIDS 32	  /* uids with refusal series of their own; the rest are "other" */
 #define GMXD_LAT_BUCKETS 14	  /* finite buckets of the notice-to-grant histogram */
 #define GMXD_CONTAINER_ID_MAX 65 /* 64 hex digits and a NUL */

@@ -117,8 +117,8 @@ enum {
 	/* down */
 	GMX_DOWN_GRANT = 64, /* seq: may be released */
 	GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
-	GMX_DOWN_LEASE,	     /* seq = lease id (1, 2, ... per session); a = leased commands in flight
-			      * at most (0 revokes); x = no release after this CLOCK_MONOTONIC ns (0:
+	GMX_DOWN_LEASE,	     /* seq = lease id (1, 2, ... per session); a = commands in flight (leased
+			      * or granted) below which one goes under it (0 revokes); x = no release from this CLOCK_MONOTONIC ns on (0:
 			      * no end) */
 };
 

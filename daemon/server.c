@@ -568,8 +568,13 @@ int gmxd_run(const gmxd_config_t *cfg)
 				break;
 			}
 			case EV_TIMER:
-				if (read(SRV.tfd, &v, sizeof v) > 0)
-					gmxd__timer_fired();
+				if (read(SRV.tfd, &v, sizeof v) > 0) {
+					SRV.timer_armed = 0;
+					if (SRV.timer_at > gmxd__now_ns())
+						gmxd__arm_timer(SRV.timer_at); /* asked for later since */
+					else
+						gmxd__timer_fired();
+				}
 				break;
 			case EV_HTTP:
 				gmxd__http_run();

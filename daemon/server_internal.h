@@ -163,6 +163,7 @@ typedef struct {
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	uint64_t total_leased, total_leases, total_revokes;
 	int64_t now_ovr, last_ovr; /* the policy's clock while a batched entry is read: its time */
+	int64_t timer_armed;	   /* when the timerfd fires (0: not armed); may precede timer_at */
 	int stop;
 	/* Kernel profiles by task name, kept while there is room so a client that comes back
 	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the
@@ -266,6 +267,9 @@ long gmxd__clients_per_user(void);
 /* The device the policy drives (see server.c's header comment). */
 int64_t gmxd__dev_now(void *ctx);
 void gmxd__dev_set_timer(void *ctx, int64_t at);
+
+/* Arms the loop's timerfd for `at` (<= 0: at once). */
+void gmxd__arm_timer(int64_t at);
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
 void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *lease);

@@ -31,6 +31,7 @@
 #define GMX_RING_WAIT_MS 2000	    /* an up ring the daemon does not drain for this long ends the session */
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
+#define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints */
 #define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
 #define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */

@@ -67,11 +67,17 @@ seq_slot_t *gmx_dl_seq_find(uint64_t s)
 	return NULL;
 }
 
-void gmx_dl_seq_clear(void)
+/* Empties the seq table (its rebuild starts here: the lease stays). */
+static void tbl_clear(void)
 {
 	memset(gmx_dl.tbl, 0, sizeof gmx_dl.tbl);
 	gmx_dl.used = 0;
 	gmx_dl.granted = 0;
+}
+
+void gmx_dl_seq_clear(void)
+{
+	tbl_clear();
 	memset(&gmx_dl.lease, 0, sizeof gmx_dl.lease);
 }
 
@@ -116,7 +122,7 @@ static seq_slot_t *seq_insert(uint64_t s)
 	if (gmx_dl.used >= SEQ_TABLE / 2) { /* rebuild without tombstones */
 		static seq_slot_t old[SEQ_TABLE];
 		memcpy(old, gmx_dl.tbl, sizeof old);
-		gmx_dl_seq_clear();
+		tbl_clear();
 		for (size_t i = 0; i < SEQ_TABLE; i++)
 			if (live(old[i].state)) {
 				seq_slot_t *n = seq_insert(old[i].seq);
@@ -170,9 +176,22 @@ static uint64_t kernel_id(const gmx_shim_cmd_t *cmd)
 }
 
 /* Releases cmd under the lease: reported in the next batch. 1, or 0 when it cannot be booked
- * (seq table or up ring full: it is held and asked about again). D.lock held. */
+ * (seq table full, or the up ring short of room for it and the completions owed: it is held and
+ * asked about again). D.lock held. */
 static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 {
+	/* Room for this release and every leased completion owed, so that none is ever lost: when
+	 * the daemon is behind, the command waits (and the daemon is woken) instead. */
+	if (gmx_ring_space(&gmx_dl.region->up) < gmx_dl.lease.now + 2 + GMX_LEASE_RING_RESERVE) {
+		gmx_ring_t *r = &gmx_dl.region->up;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED)) {
+			uint64_t one = 1;
+			if (write(gmx_dl.efd_up, &one, sizeof one) < 0 && errno != EAGAIN)
+				gmx_shim_log("daemon: eventfd write failed: %s", strerror(errno));
+		}
+		return 0;
+	}
 	seq_slot_t *s = seq_insert(cmd->seq);
 	if (!s)
 		return 0;
@@ -223,7 +242,8 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
 		} else if (gmx_dl.lease.inflight) {
 			int64_t now = gmx_dl_now_ns();
-			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync);
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
+						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
 				ok = lease_release(cmd, now);
 			else if (d == GMX_LEASE_ASK)

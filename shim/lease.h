@@ -11,7 +11,7 @@
 typedef struct {
 	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
 	uint32_t now;	   /* leased commands in flight */
-	int64_t until;	   /* no release after this CLOCK_MONOTONIC ns; 0: no end */
+	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
 	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
 } gmx_shim_lease_t;
 
@@ -22,16 +22,17 @@ enum {
 	GMX_LEASE_ASK	   /* announce it (NOTICE) and wait for a grant: no lease, or it ended */
 };
 
-/* The decision for one release at now_ns; `blocked` (a migration running, the session being
- * restarted): nothing goes under the lease. */
-static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked)
+/* The decision for one release at now_ns, with `granted` commands the daemon granted in flight
+ * besides (the bound counts everything the task has in flight, as the policy does); `blocked`
+ * (a migration running, the session being restarted): nothing goes under the lease. */
+static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked, uint32_t granted)
 {
-	int ended = l->until && now_ns > l->until;
+	int ended = l->until && now_ns >= l->until;
 	if (!l->inflight || ended)
 		return GMX_LEASE_ASK;
-	if (l->now < l->inflight && !blocked)
+	if (l->now + granted < l->inflight && !blocked)
 		return GMX_LEASE_RELEASE;
-	return l->now ? GMX_LEASE_HOLD : GMX_LEASE_ASK;
+	return l->now + granted ? GMX_LEASE_HOLD : GMX_LEASE_ASK;
 }
 
 /* A LEASE entry applied: the bound from here on (0 revokes). Leased commands in flight stay. */

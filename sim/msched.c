@@ -61,6 +61,8 @@ struct gmx_msched {
 	int64_t h2d_free, d2h_free;
 	int64_t piece_ns;      /* PRIO: link time of one migration piece */
 	int hp;                /* PRIO: the best priority among the runnable tasks */
+	uint8_t *ws;           /* PRIO: per chunk, in some task's predicted working set */
+	int lp_exists;         /* PRIO: a runnable task has a worse priority than hp */
 	gmx_sim_msched_stats_t st;
 };
 
@@ -471,7 +473,21 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 			if (tasks[i].priority < ms->hp)
 				ms->hp = tasks[i].priority;
 		}
+		for (uint32_t i = 0; i < n; i++)
+			ms->lp_exists |= tasks[i].priority > ms->hp;
 		ms->piece_ns = gmx_comb_link_ns(GMX_COMB_PIECE_BYTES_DEFAULT, dev->link_in_gbps);
+		/* Only what a task's ops are predicted to touch is its working set: memory it
+		 * holds and never touches (an allocator's pool) is not protected. */
+		ms->ws = calloc((size_t)m->n_chunks + 1, 1);
+		if (!ms->ws) {
+			gmx_msched_destroy(ms);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			for (uint32_t r = 0; r < ms->t[i].n_r; r++)
+				for (uint64_t c = ms->t[i].rp[r] >> 9; c <= (ms->t[i].rp[r] + ms->t[i].rn[r] - 1) >> 9; c++)
+					ms->ws[c] = 1;
+		m->ws = ms->ws;
 	}
 	*out = ms;
 	return 0;
@@ -497,6 +513,9 @@ void gmx_msched_destroy(gmx_msched_t *ms)
 	free(ms->load);
 	free(ms->is_res);
 	free(ms->need);
+	if (ms->ws && ms->m->ws == ms->ws)
+		ms->m->ws = NULL;
+	free(ms->ws);
 	free(ms);
 }
 
@@ -508,6 +527,9 @@ void gmx_msched_task_done(gmx_msched_t *ms, uint32_t task)
 	for (uint32_t i = 0; i < ms->n; i++)
 		if (ms->t[i].runnable && ms->t[i].priority < ms->hp)
 			ms->hp = ms->t[i].priority;
+	ms->lp_exists = 0;
+	for (uint32_t i = 0; i < ms->n; i++)
+		ms->lp_exists |= ms->t[i].runnable && ms->t[i].priority > ms->hp;
 }
 
 void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out)
@@ -796,7 +818,11 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	if (ms->oom)
 		return -ENOMEM;
 	p->next_op = op;
-	if (ms->cur != (int)task) {
+	/* PRIO: an HP turn is an interruption of the LP timeline, not a switch of
+	 * it: the HP working set stays resident (protected), so the LP plan stands
+	 * and the HP kernel only tops up what it misses. */
+	int interrupt = ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && ms->lp_exists;
+	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
 		if (rc)
 			return rc;

@@ -37,7 +37,7 @@
 #define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
 #define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
 
-#define GMX_MAX_TASKS 64
+#define GMX_MAX_TASKS 128 /* tasks of a scenario; the daemon serves one fewer clients */
 #define GMX_PRIORITY_LEVELS 10 /* 0 highest */
 
 /* A command in a task's software queue, as a policy sees it. */
@@ -59,9 +59,9 @@ typedef struct gmx_cmd {
 /* A lease: a bound within which the device releases a task's commands as they come, without
  * asking the policy (each still reaches on_launch, marked leased, and on_complete). What a
  * policy grants when it would grant the task everything it asks for anyway.
- *   inflight  the most leased commands the task may have in flight at once (released, not
- *             completed); 0: no lease (revoked);
- *   until     device time after which nothing more is released under it; 0: no end.
+ *   inflight  a command goes under the lease only while the task has fewer commands in flight
+ *             (released, not completed; leased or not); 0: no lease (revoked);
+ *   until     device time from which nothing more is released under it; 0: no end.
  * A revoke or a narrower bound takes effect at the next kernel boundary: commands already
  * released stay in flight. */
 typedef struct gmx_lease {
@@ -108,6 +108,13 @@ typedef struct gmx_device {
 	 * before. NULL on devices without leases: every command then goes through on_launch and
 	 * submit. */
 	void (*lease)(void *ctx, uint32_t task, const gmx_lease_t *lease);
+	/* Kills `task`'s kernels running on the execution engine (REEF's reset-based
+	 * preemption): what they computed is lost, and they run again from their
+	 * start once the task is resumed with preempt(task, 0); until then none of
+	 * its submitted commands starts there, as under preempt(task, 1). May be
+	 * NULL on devices that cannot kill a kernel (a policy then lets it finish). */
+	void (*reset)(void *ctx, uint32_t task);
+	uint32_t sms; /* streaming multiprocessors of the device; 0 unknown */
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -123,6 +130,10 @@ typedef struct gmx_sched_params {
 	gmx_kprof_t **profiles; /* per task index, NULL or NULL entries: none; not owned */
 	uint32_t n_profiles;
 	int profile_learn; /* nonzero: the policy records observations into profiles */
+	/* timeline only: this task keeps its place in the rotation while its host is busy, and the
+	 * device waits for its work at its turn (the simulator's memory limit grants a task the
+	 * best phase of the rotation this way, docs/simulator.md), as 1 + its index; 0: none. */
+	uint32_t hold_task;
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;
@@ -134,6 +145,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
 	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
 	    * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_UM_PRIORITY                                                                               \
+	8u /* under unified memory, device memory favours the better priority: pages of                      \
+	    * the worst priority level resident are evicted first (TGS) */
 
 typedef struct gmx_policy_ops {
 	const char *name;

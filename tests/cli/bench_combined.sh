@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# gpumux bench combined --json: the shape ../shared/checks/combined reads, on a small scenario
+# (an HP service beside two LP tasks whose memory exceeds the device), and every shipped
+# scenarios/combined file loads and runs.
+set -u
+G=$1 S=$2 W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+command -v jq >/dev/null || { echo "SKIPPED: jq not installed"; exit 77; }
+mkdir "$W/combined"
+cat >"$W/combined/small.ini" <<'INI'
+[scenario]
+name = small
+device = rtx5080
+capacity_gb = 1
+duration_s = 0.5
+[task hp]
+workload = vector-add
+footprint = 192M
+priority = 0
+arrival = poisson
+rate = 50
+[task lp0]
+workload = vector-add
+footprint = 600M
+priority = 5
+[task lp1]
+workload = vector-add
+footprint = 600M
+priority = 5
+INI
+out=$("$G" bench combined --json --scenarios "$W") || { echo "FAIL: bench combined --json failed"; exit 1; }
+jq -e '.scenarios | length == 1' <<<"$out" >/dev/null || { echo "FAIL: expected one scenario: $out"; exit 1; }
+for p in gpumux xsched-um; do
+	jq -e --arg p "$p" '.scenarios[0] | .name == "small" and ([.policies[] | select(.policy == $p)
+		| (.hp_p99_s, .hp_alone_p99_s, .lp_units_per_s, .lp_alone_units_per_s) | numbers] | length == 4)' \
+		<<<"$out" >/dev/null || { echo "FAIL: no complete $p row: $out"; exit 1; }
+done
+for f in "$S"/scenarios/combined/*.ini; do
+	"$G" sim "$f" --sched gpumux --mem gpumux --warmup 0 --duration 0.05 >/dev/null ||
+		{ echo "FAIL: $f does not run"; exit 1; }
+done
+echo "ok: bench combined --json has the checked shape; every scenarios/combined file runs"

@@ -1,0 +1,173 @@
+/* The combined policy's decisions (core/combined.c) and its scheduler (core/sched_gpumux.c)
+ * against a fake device: HP pages never evicted for LP work, LP admitted only when its pages
+ * and run fit the gap, an HP migration waits at most one piece, HP work preempts LP at once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpumux/combined.h"
+#include "gpumux/sched.h"
+
+static void hp_pages_not_evicted_for_lp(void **state)
+{
+	(void)state;
+	assert_false(gmx_comb_may_evict(0, 5)); /* HP page, LP work: never */
+	assert_true(gmx_comb_may_evict(5, 0));	/* LP page, HP work */
+	assert_true(gmx_comb_may_evict(5, 5));	/* LP page, LP work */
+	assert_true(gmx_comb_may_evict(0, 0));	/* HP page, HP work */
+	/* LP pages go before the requester's own level, and within a level the later needed first. */
+	assert_true(gmx_comb_evict_key(5, 0, 0) < gmx_comb_evict_key(0, 0, UINT32_MAX));
+	assert_true(gmx_comb_evict_key(9, 0, 0) < gmx_comb_evict_key(5, 0, 0));
+	assert_true(gmx_comb_evict_key(5, 5, 7) < gmx_comb_evict_key(5, 5, 3));
+}
+
+static void lp_admitted_only_if_pages_fit_the_gap(void **state)
+{
+	(void)state;
+	/* 1 ms run, 64 MiB to load at 31.75 GB/s (2.11 ms), 32 us switches in and out */
+	int64_t load = gmx_comb_link_ns(64ull << 20, 31.75);
+	assert_true(load > 2100000 && load < 2120000);
+	assert_true(gmx_comb_admit(4000000, 1000000, load, 32000));
+	assert_false(gmx_comb_admit(3000000, 1000000, load, 32000)); /* the run fits, the pages do not */
+	assert_true(gmx_comb_admit(1100000, 1000000, 0, 32000));     /* resident: the run alone */
+	assert_false(gmx_comb_admit(-1, 0, 0, 0));		      /* unknown gap */
+	assert_true(gmx_comb_admit(INT64_MAX, 1000000000, load, 0)); /* no HP work expected */
+}
+
+static void hp_migration_waits_at_most_one_piece(void **state)
+{
+	(void)state;
+	uint64_t piece = gmx_comb_piece_bytes(31.75, 2000000);
+	assert_int_equal(piece % GMX_COMB_PIECE_BYTES_MIN, 0);
+	assert_true(gmx_comb_link_ns(piece, 31.75) <= 2000000);
+	assert_int_equal(gmx_comb_piece_bytes(31.75, 0), GMX_COMB_PIECE_BYTES_MIN);
+	/* a backlog of 1 s of LP migration: HP goes after the piece in flight, LP after it all */
+	int64_t now = 1000, piece_end = now + 2000000, backlog = now + 1000000000;
+	assert_int_equal(gmx_comb_migration_start(0, 0, now, piece_end, backlog), piece_end);
+	assert_int_equal(gmx_comb_migration_start(5, 0, now, piece_end, backlog), backlog);
+	assert_int_equal(gmx_comb_migration_start(0, 0, now, 0, 0), now);
+}
+
+static void lp_slice_from_targets(void **state)
+{
+	(void)state;
+	int64_t t[3] = {0, 600000000, 0};
+	assert_int_equal(gmx_comb_lp_slice(t, 3, 2000000, 2000000000), 200000000);
+	int64_t none[2] = {0, 0};
+	assert_int_equal(gmx_comb_lp_slice(none, 2, 2000000, 2000000000), 2000000000);
+	int64_t tight[1] = {1000};
+	assert_int_equal(gmx_comb_lp_slice(tight, 1, 2000000, 2000000000), 2000000);
+}
+
+/* ---- the scheduler against a fake device ---------------------------------- */
+
+typedef struct fake {
+	int64_t now, load;
+	int held[4];
+	int preempts;
+	uint32_t submitted[4];
+} fake_t;
+
+static int64_t f_now(void *c)
+{
+	return ((fake_t *)c)->now;
+}
+static int f_submit(void *c, gmx_cmd_t *cmd)
+{
+	((fake_t *)c)->submitted[cmd->task]++;
+	return 0;
+}
+static void f_timer(void *c, int64_t at)
+{
+	(void)c;
+	(void)at;
+}
+static void f_preempt(void *c, uint32_t task, int hold)
+{
+	((fake_t *)c)->held[task] = hold;
+	((fake_t *)c)->preempts++;
+}
+static int64_t f_load(void *c, const gmx_cmd_t *cmd)
+{
+	(void)cmd;
+	return ((fake_t *)c)->load;
+}
+
+static void hp_arrival_preempts_lp_at_once(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer,
+			    .preempt = f_preempt, .load_ns = f_load};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	assert_non_null(ops);
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_cmd_t lp = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
+	ops->on_launch(s, &lp);
+	assert_int_equal(f.submitted[1], 1); /* HP idle: LP runs */
+	f.now = 10;
+	gmx_cmd_t hp = {.seq = 2, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 1000};
+	ops->on_launch(s, &hp);
+	assert_int_equal(f.submitted[0], 1);
+	assert_int_equal(f.held[1], 1); /* LP held at once */
+	f.now = 2000;
+	ops->on_complete(s, &hp);
+	assert_int_equal(f.held[1], 0); /* HP idle again: LP resumes */
+	ops->destroy(s);
+}
+
+static void without_preemption_lp_waits_for_a_gap_its_pages_fit(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	/* Teach the policy HP gaps of 1 ms: HP commands 1 ms apart. */
+	gmx_cmd_t hp[16];
+	for (int i = 0; i < 16; i++) {
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100};
+		f.now = (int64_t)i * 1100000;
+		ops->on_launch(s, &hp[i]);
+		f.now += 100000;
+		ops->on_complete(s, &hp[i]);
+	}
+	/* An LP kernel of 0.5 ms whose pages take 2 ms to load does not fit a 1 ms gap... */
+	f.load = 2000000;
+	gmx_cmd_t lp = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 500000};
+	ops->on_launch(s, &lp);
+	assert_int_equal(f.submitted[1], 0);
+	/* ... and does once its pages are resident. */
+	f.load = 0;
+	f.now += 1000;
+	ops->on_timer(s);
+	assert_int_equal(f.submitted[1], 1);
+	ops->destroy(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(hp_pages_not_evicted_for_lp),
+	    cmocka_unit_test(lp_admitted_only_if_pages_fit_the_gap),
+	    cmocka_unit_test(hp_migration_waits_at_most_one_piece),
+	    cmocka_unit_test(lp_slice_from_targets),
+	    cmocka_unit_test(hp_arrival_preempts_lp_at_once),
+	    cmocka_unit_test(without_preemption_lp_waits_for_a_gap_its_pages_fit),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
