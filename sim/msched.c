@@ -28,8 +28,10 @@ typedef struct ptask {
 	uint64_t *rp;              /* predicted range: first global page */
 	uint32_t *rn;              /* and its page count */
 	uint32_t n_r, cap_r;
+	uint32_t op_floor;         /* ranges from here on belong to the op being predicted */
 	int64_t *op_ns;            /* per op: solo time plus the launch gap, for the slice walk */
 	uint32_t next_op;          /* the op the task runs next */
+	uint32_t refresh_in;       /* PRIO, LP: kernels until its plan is refreshed */
 	uint8_t runnable;
 	int priority;
 	int64_t target_ns;         /* latency target, 0 = none */
@@ -72,8 +74,8 @@ static int push_range(ptask_t *p, uint64_t page, uint32_t n)
 {
 	if (!n)
 		return 0;
-	if (p->n_r && p->rp[p->n_r - 1] + p->rn[p->n_r - 1] == page) {
-		p->rn[p->n_r - 1] += n; /* adjacent: one range */
+	if (p->n_r > p->op_floor && p->rp[p->n_r - 1] + p->rn[p->n_r - 1] == page) {
+		p->rn[p->n_r - 1] += n; /* adjacent within the op: one range */
 		return 0;
 	}
 	if (p->n_r == p->cap_r) {
@@ -410,7 +412,7 @@ static int build_task(gmx_msched_t *ms, uint32_t i, const gmx_sim_task_t *task, 
 	emit_ctx_t ec = {p, ms->m, i};
 	for (uint32_t k = 0; k < w->n_ops && !rc; k++) {
 		const gmx_op_t *op = &w->ops[k];
-		p->op_first[k] = p->n_r;
+		p->op_first[k] = p->op_floor = p->n_r;
 		if (op->kind == GMX_OP_KERNEL || op->kind == GMX_OP_MEMSET)
 			p->op_ns[k] = (int64_t)op->duration_ns + ms->dev->kernel_gap_ns;
 		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
@@ -683,9 +685,10 @@ static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8
 	return 0;
 }
 
+static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks);
+
 static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 {
-	gmx_memspace_t *m = ms->m;
 	uint32_t order[GMX_MAX_TASKS];
 	int prio[GMX_MAX_TASKS];
 	uint8_t run[GMX_MAX_TASKS];
@@ -701,6 +704,15 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 			return -ENOMEM;
 	}
 	ms->first[ns] = ms->n_need;
+	return apply_plan(ms, ns, now, ns);
+}
+
+/* Applies the timeline in ms->first/need (ns slices): orders the eviction list, loads the first
+ * slice's pages in access order and prefetches the second's. madvise_tasks: the tasks whose
+ * helpers order the list (its cost). */
+static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks)
+{
+	gmx_memspace_t *m = ms->m;
 	uint32_t nr = 0;
 	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
 		ms->resident[nr++] = c;
@@ -715,7 +727,7 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		return rc;
 	if (ms->variant != GMX_MSCHED_FIFO)
 		relink(m, ms->evict, nr);
-	int64_t at = now + MSCHED_MADVISE_NS_PER_TASK * (int64_t)ns;
+	int64_t at = now + MSCHED_MADVISE_NS_PER_TASK * (int64_t)madvise_tasks;
 	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
 	/* Load in access order while room can be made without evicting what the
 	 * next slice itself needs; the rest is loaded just before its kernel. */
@@ -753,6 +765,86 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		}
 	ms->st.switches++;
 	return 0;
+}
+
+/* PRIO: appends the chunks of task t's ops from op `from` on, in access order, until their
+ * pages reach max_pages or the unit wraps back to `stop`; with want_mask, the pages per chunk
+ * too. Returns the op after the window, or -1 when out of memory. */
+static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_t stop, uint64_t max_pages,
+			    int want_mask, uint32_t *ops)
+{
+	ptask_t *p = &ms->t[t];
+	uint32_t n = p->w->n_ops;
+	if (++ms->gen == 0) {
+		memset(ms->seen, 0, ((size_t)ms->m->n_chunks + 1) * sizeof(uint32_t));
+		ms->gen = 1;
+	}
+	uint64_t pages = 0;
+	uint32_t k = from, done = 0;
+	while (pages < max_pages && done < n && (done == 0 || k != stop)) {
+		for (uint32_t r = p->op_first[k]; r < p->op_first[k] + p->op_n[k]; r++) {
+			uint64_t pg = p->rp[r], end = pg + p->rn[r];
+			pages += p->rn[r];
+			while (pg < end) {
+				uint32_t c = (uint32_t)(pg >> 9);
+				uint64_t cend = ((uint64_t)c + 1) << 9, e = end < cend ? end : cend;
+				if (ms->seen[c] != ms->gen) {
+					ms->seen[c] = ms->gen;
+					if (need_push(ms, c))
+						return -1;
+					if (want_mask)
+						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
+				}
+				if (want_mask)
+					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
+				pg = e;
+			}
+		}
+		k = (k + 1) % n;
+		done++;
+	}
+	if (ops)
+		*ops = done;
+	return k;
+}
+
+/* PRIO: the LP task's plan within its turn. Its unit is cut into windows of a quarter of the
+ * room HP leaves it; the timeline is its next window, then the HP tasks' slices, then its
+ * following windows round the unit: Belady's order at window granularity, so that a task
+ * cycling through more memory than it has keeps a fixed part resident and moves only the rest,
+ * and the next window's pages load while the current one computes. */
+static int plan_refresh(gmx_msched_t *ms, uint32_t task, int64_t now)
+{
+	gmx_memspace_t *m = ms->m;
+	ptask_t *p = &ms->t[task];
+	uint64_t hp_chunks = 0;
+	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
+		hp_chunks += ms->t[m->chunks[c].task].priority <= ms->hp && ms->ws[c];
+	uint64_t room = m->capacity_chunks > hp_chunks ? m->capacity_chunks - hp_chunks : 1;
+	uint64_t win = room * GMX_PAGES_PER_CHUNK / 4;
+	ms->n_need = 0;
+	uint32_t ns = 0, ops = 0;
+	ms->first[ns++] = 0;
+	int64_t next = window_needs(ms, task, p->next_op, p->next_op, win, 1, &ops);
+	if (next < 0)
+		return -ENOMEM;
+	p->refresh_in = ops > 1 ? ops / 2 : 1;
+	for (uint32_t i = 0; i < ms->n && ns < GMX_MAX_TASKS; i++)
+		if (ms->t[i].runnable && ms->t[i].priority <= ms->hp) {
+			ms->first[ns++] = ms->n_need;
+			if (slice_needs(ms, i, 0))
+				return -ENOMEM;
+		}
+	uint32_t covered = ops;
+	while (covered < p->w->n_ops && ns < GMX_MAX_TASKS) {
+		ms->first[ns++] = ms->n_need;
+		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 0, &ops);
+		if (next < 0)
+			return -ENOMEM;
+		covered += ops ? ops : p->w->n_ops;
+	}
+	ms->first[ns] = ms->n_need;
+	return apply_plan(ms, ns, now, 2);
 }
 
 void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
@@ -822,11 +914,17 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	 * it: the HP working set stays resident (protected), so the LP plan stands
 	 * and the HP kernel only tops up what it misses. */
 	int interrupt = ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && ms->lp_exists;
+	int refresh = ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && p->priority > ms->hp;
 	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
 		if (rc)
 			return rc;
 		ms->cur = (int)task;
+		p->refresh_in = 0;
+	} else if (refresh && (p->refresh_in == 0 || --p->refresh_in == 0)) {
+		int rc = plan_refresh(ms, task, now);
+		if (rc)
+			return rc;
 	}
 	p->next_op = (op + 1) % w->n_ops;
 	/* The op's own predicted pages must be in before it starts: load what the
