@@ -330,6 +330,27 @@ static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 	return 0;
 }
 
+/* The chunk holding page pg: *stop gets the end of [pg, end) within it and mk the mask of
+ * those pages. */
+static uint32_t chunk_part(uint64_t pg, uint64_t end, uint64_t mk[8], uint64_t *stop)
+{
+	uint32_t c = (uint32_t)(pg >> 9);
+	uint64_t cend = ((uint64_t)c + 1) << 9;
+	*stop = end < cend ? end : cend;
+	memset(mk, 0, 8 * sizeof(*mk));
+	set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(*stop - ((uint64_t)c << 9)));
+	return c;
+}
+
+/* Pages of mask not resident in chunk k. */
+static uint64_t missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
+{
+	uint64_t n = 0;
+	for (int i = 0; i < 8; i++)
+		n += (uint64_t)__builtin_popcountll(mask[i] & ~k->bits[i]);
+	return n;
+}
+
 static int has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 {
 	for (int i = 0; i < 8; i++)
@@ -658,18 +679,13 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
-			uint32_t c = (uint32_t)(pg >> 9);
-			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
-			uint64_t mk[8] = {0};
-			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+			uint64_t mk[8], stop;
+			uint32_t c = chunk_part(pg, end, mk, &stop);
 			m->chunks[c].stamp = ms->stamp; /* never evicted to make room for its own kernel */
 			if (!has_pages(&m->chunks[c], mk)) {
 				if (migrate_chunk(ms, c, mk, now, &ms->st.topup_in_bytes) == 0)
 					m->chunks[c].stamp = ms->stamp;
-				if (!has_pages(&m->chunks[c], mk)) {
-					for (int i = 0; i < 8; i++)
-						ms->st.predicted_missing += (uint64_t)__builtin_popcountll(mk[i] & ~m->chunks[c].bits[i]);
-				}
+				ms->st.predicted_missing += missing_pages(&m->chunks[c], mk);
 			}
 			if (ms->ready[c] > start)
 				start = ms->ready[c];
@@ -699,12 +715,9 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
-			uint32_t c = (uint32_t)(pg >> 9);
-			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
-			uint64_t mk[8] = {0};
-			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
-			for (int i = 0; i < 8; i++)
-				pages += (uint64_t)__builtin_popcountll(mk[i] & ~ms->m->chunks[c].bits[i]);
+			uint64_t mk[8], stop;
+			uint32_t c = chunk_part(pg, end, mk, &stop);
+			pages += missing_pages(&ms->m->chunks[c], mk);
 			pg = stop;
 		}
 	}
