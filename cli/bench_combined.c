@@ -22,12 +22,12 @@ typedef struct comb_policy {
 } comb_policy_t;
 
 static const comb_policy_t policies[] = {
-	{"gpumux", "gpumux", "gpumux",
-	 "the combined policy: HP first, immediate preemption, HP pages never evicted for LP, LP in "
-	 "pieces over msched's timeline (docs/combined.md)"},
-	{"xsched-um", "hpf", "um",
-	 "XSched-like highest-priority-first at the scenario's slice over demand paging (the MSched "
-	 "paper's baseline, section 7)"},
+    {"gpumux", "gpumux", "gpumux",
+     "the combined policy: HP first, immediate preemption, HP pages never evicted for LP, LP in "
+     "pieces over msched's timeline (docs/combined.md)"},
+    {"xsched-um", "hpf", "um",
+     "XSched-like highest-priority-first at the scenario's slice over demand paging (the MSched "
+     "paper's baseline, section 7)"},
 };
 #define N_POLICIES (sizeof(policies) / sizeof(policies[0]))
 
@@ -54,8 +54,8 @@ static int hp_level(const gmx_scenario_t *sc)
 }
 
 /* Runs the tasks of sc selected by `which` (1 HP only, 2 LP only, 3 all) under p. */
-static int run_subset(const gmx_scenario_t *sc, const comb_policy_t *p, int which, gmx_sim_result_t *r, char *err,
-		      size_t err_len)
+static int run_subset(const gmx_scenario_t *sc, const comb_policy_t *p, int which, gmx_sim_result_t *r,
+		      char *err, size_t err_len)
 {
 	int hp = hp_level(sc);
 	gmx_scenario_t sub = *sc;
@@ -88,7 +88,8 @@ static void figures(const gmx_sim_result_t *r, int hp, double *p50, double *p99,
 	}
 }
 
-static int run_policy(const gmx_scenario_t *sc, const comb_policy_t *p, comb_row_t *row, char *err, size_t err_len)
+static int run_policy(const gmx_scenario_t *sc, const comb_policy_t *p, comb_row_t *row, char *err,
+		      size_t err_len)
 {
 	int hp = hp_level(sc);
 	gmx_sim_result_t *r = calloc(1, sizeof(*r));
@@ -179,10 +180,12 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 	int failed = 0;
 	json_t *scen = json_array();
 	if (!json) {
-		printf("HP = the best priority's tasks (worst p99 over them); LP = every other task (units/s summed).\n"
-		       "alone = the same tasks without the others, under the same policy and device memory.\n\n");
-		printf("%-22s %-10s %9s %9s %7s %9s %9s %7s %8s %8s\n", "scenario", "policy", "HPp50", "HPp99",
-		       "p99/al", "LP/s", "LPal/s", "LP/al", "inGiB", "outGiB");
+		printf("HP = the best priority's tasks (worst p99 over them); LP = every other task (units/s "
+		       "summed).\n"
+		       "alone = the same tasks without the others, under the same policy and device "
+		       "memory.\n\n");
+		printf("%-22s %-10s %9s %9s %7s %9s %9s %7s %8s %8s\n", "scenario", "policy", "HPp50",
+		       "HPp99", "p99/al", "LP/s", "LPal/s", "LP/al", "inGiB", "outGiB");
 	}
 	for (uint32_t f = 0; f < n; f++) {
 		gmx_scenario_t sc;
@@ -200,7 +203,8 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 		for (size_t k = 0; k < N_POLICIES; k++) {
 			comb_row_t w = {0};
 			if (run_policy(&sc, &policies[k], &w, err, sizeof(err))) {
-				fprintf(stderr, "gpumux bench combined: %s under %s: %s\n", sc.name, policies[k].name, err);
+				fprintf(stderr, "gpumux bench combined: %s under %s: %s\n", sc.name,
+					policies[k].name, err);
 				failed = 1;
 				continue;
 			}
@@ -242,8 +246,8 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 	} else {
 		printf("\npolicies:\n");
 		for (size_t k = 0; k < N_POLICIES; k++)
-			printf("  %-10s --sched %s --mem %s: %s\n", policies[k].name, policies[k].sched, policies[k].mem,
-			       policies[k].what);
+			printf("  %-10s --sched %s --mem %s: %s\n", policies[k].name, policies[k].sched,
+			       policies[k].mem, policies[k].what);
 	}
 	if (plot && gmx_bench_plot(plot, "combined", root))
 		failed = 1;

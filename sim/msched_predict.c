@@ -8,14 +8,18 @@
 #include "msched_predict.h"
 
 /* A launch as the profiler records it. ranges must hold op->region_count. */
-static void launch_of(const gmx_workload_t *w, const gmx_op_t *op, gmx_tpl_range_t *ranges, gmx_tpl_launch_t *x)
+static void launch_of(const gmx_workload_t *w, const gmx_op_t *op, gmx_tpl_range_t *ranges,
+		      gmx_tpl_launch_t *x)
 {
 	for (uint32_t r = 0; r < op->region_count; r++) {
 		const gmx_region_t *g = &w->regions[op->region_first + r];
 		ranges[r] = (gmx_tpl_range_t){w->buffers[g->buffer].addr + g->offset, g->length};
 	}
-	*x = (gmx_tpl_launch_t){.name = w->names[op->name], .args = &w->args[op->arg_first], .n_args = op->arg_count,
-				.ranges = ranges, .n_ranges = op->region_count};
+	*x = (gmx_tpl_launch_t){.name = w->names[op->name],
+				.args = &w->args[op->arg_first],
+				.n_args = op->arg_count,
+				.ranges = ranges,
+				.n_ranges = op->region_count};
 	memcpy(x->grid, op->grid, sizeof(op->grid));
 	memcpy(x->block, op->block, sizeof(op->block));
 }
@@ -46,7 +50,8 @@ int gmx_msched_learn_many(const gmx_workload_t *const *w, uint32_t n, gmx_tpl_se
 			launch_of(w[k], op, ranges, &x);
 			rc = gmx_tpl_learn(l, &x);
 			if (rc == -EINVAL)
-				rc = 0; /* more arguments than a template holds: that kernel stays uncovered */
+				rc =
+				    0; /* more arguments than a template holds: that kernel stays uncovered */
 		}
 	free(ranges);
 	if (!rc)
@@ -59,7 +64,6 @@ int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
 {
 	return gmx_msched_learn_many(&w, 1, set);
 }
-
 
 /* A launch no template covers: the whole allocations its pointer arguments
  * point into are the prediction, as on a real GPU (DESIGN.md, "Memory on a
@@ -88,14 +92,15 @@ static int predict_whole_args(const gmx_workload_t *w, const gmx_op_t *op, emit_
 	return GMX_TPL_OTHER;
 }
 
-int gmx_msched__predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const gmx_op_t *op, int wholealloc,
-		      emit_fn emit, void *ctx)
+int gmx_msched__predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const gmx_op_t *op,
+			   int wholealloc, emit_fn emit, void *ctx)
 {
 	if (op->kind == GMX_OP_MEMSET || op->kind == GMX_OP_COPY_H2D || op->kind == GMX_OP_COPY_D2H) {
 		/* Copies and memsets: the extent is in the API call itself. */
 		if (op->buffer >= w->n_buffers)
 			return GMX_TPL_OTHER;
-		uint64_t len = op->bytes < w->buffers[op->buffer].size ? op->bytes : w->buffers[op->buffer].size;
+		uint64_t len =
+		    op->bytes < w->buffers[op->buffer].size ? op->bytes : w->buffers[op->buffer].size;
 		int rc = emit(ctx, op->buffer, 0, wholealloc ? w->buffers[op->buffer].size : len);
 		return rc ? rc : GMX_TPL_T2;
 	}
@@ -109,7 +114,8 @@ int gmx_msched__predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, co
 		out = malloc(n * sizeof(*out));
 		if (!out)
 			return -ENOMEM;
-		rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, n, &n);
+		rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, n,
+				     &n);
 	}
 	if (rc) {
 		if (out != small)
@@ -224,14 +230,15 @@ static uint64_t ivl_common(const ivl_list_t *a, const ivl_list_t *b)
 }
 
 /* Adds one workload's per-unit accuracy under set to the counters. */
-int gmx_msched__accuracy_add(const gmx_tpl_set_t *set, const gmx_workload_t *w, int wholealloc, uint64_t *touched,
-			uint64_t *predicted, uint64_t *hit, uint64_t *launches)
+int gmx_msched__accuracy_add(const gmx_tpl_set_t *set, const gmx_workload_t *w, int wholealloc,
+			     uint64_t *touched, uint64_t *predicted, uint64_t *hit, uint64_t *launches)
 {
 	ivl_list_t tr = {0}, pr = {0};
 	int rc = 0;
 	for (uint32_t i = 0; i < w->n_ops && !rc; i++) {
 		const gmx_op_t *op = &w->ops[i];
-		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
+		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE ||
+		    !op->region_count)
 			continue;
 		tr.n = pr.n = 0;
 		for (uint32_t r = 0; r < op->region_count && !rc; r++) {
@@ -260,8 +267,8 @@ void gmx_msched__accuracy_pct(uint64_t touched, uint64_t predicted, uint64_t hit
 	out->false_positive_pct = predicted ? 100.0 * (double)(predicted - hit) / (double)predicted : 0;
 }
 
-int gmx_msched_accuracy_many(const gmx_workload_t *const *learn, uint32_t n_learn, const gmx_workload_t *apply,
-			     int wholealloc, gmx_sim_msched_stats_t *out)
+int gmx_msched_accuracy_many(const gmx_workload_t *const *learn, uint32_t n_learn,
+			     const gmx_workload_t *apply, int wholealloc, gmx_sim_msched_stats_t *out)
 {
 	memset(out, 0, sizeof(*out));
 	gmx_tpl_set_t set;
@@ -281,4 +288,3 @@ int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply
 {
 	return gmx_msched_accuracy_many(&learn, 1, apply, wholealloc, out);
 }
-
