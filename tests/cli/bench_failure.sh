@@ -18,5 +18,5 @@ grep -q '"failed":\["micro-200"\]' "$W/out" || fail "the JSON does not list the 
 grep -q '"pct":300' "$W/out" || fail "the runs after the failure are missing"
 "$G" bench frob 2>"$W/err"; rc=$?
 [ $rc = 2 ] || fail "bench frob: exit $rc, expected 2"
-grep -q "expected calibrate, msched, frontier, fikit, speed, replay)" "$W/err" || fail "bench frob does not list every benchmark"
+grep -q "expected calibrate, msched, frontier, fikit, speed, replay, combined)" "$W/err" || fail "bench frob does not list every benchmark"
 echo "ok: a failed run is named and the exit status is 1"
