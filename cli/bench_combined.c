@@ -19,15 +19,31 @@
  * memory mode, what it is and where it comes from). */
 typedef struct comb_policy {
 	const char *name, *sched, *mem, *what;
+	const char *fit_only; /* when set, the policy runs only where every task's memory fits: why */
 } comb_policy_t;
 
 static const comb_policy_t policies[] = {
-    {"gpumux", "gpumux", "gpumux",
-     "the combined policy: HP first, immediate preemption, HP pages never evicted for LP, LP in "
-     "pieces over msched's timeline (docs/combined.md)"},
-    {"xsched-um", "hpf", "um",
-     "XSched-like highest-priority-first at the scenario's slice over demand paging (the MSched "
-     "paper's baseline, section 7)"},
+	{"gpumux", "gpumux", "gpumux",
+	 "the combined policy: HP first, immediate preemption, HP pages never evicted for LP, LP in "
+	 "pieces over msched's timeline (docs/combined.md)",
+	 NULL},
+	{"xsched-um", "hpf", "um",
+	 "XSched-like highest-priority-first at the scenario's slice over demand paging (the MSched "
+	 "paper's baseline, section 7)",
+	 NULL},
+	{"tgs", "tgs", "um",
+	 "TGS (NSDI'23): the GPU's time slicing with LP's launch rate adapted to HP's measured rate; "
+	 "unified memory with LP pages evicted first (docs/baselines.md)",
+	 NULL},
+	{"reef", "reef", "um",
+	 "REEF (OSDI'22): BE held while an RT request runs, BE kernels killed and re-run on an RT "
+	 "arrival (reset-based preemption); over demand paging (docs/baselines.md)",
+	 NULL},
+	{"orion", "orion", "inmem",
+	 "Orion (EuroSys'24): a BE kernel beside HP only when its SMs fit and its compute/memory "
+	 "class differs (docs/baselines.md)",
+	 "Orion runs its clients as threads of one process with every allocation resident: it "
+	 "cannot oversubscribe"},
 };
 #define N_POLICIES (sizeof(policies) / sizeof(policies[0]))
 
@@ -54,8 +70,8 @@ static int hp_level(const gmx_scenario_t *sc)
 }
 
 /* Runs the tasks of sc selected by `which` (1 HP only, 2 LP only, 3 all) under p. */
-static int run_subset(const gmx_scenario_t *sc, const comb_policy_t *p, int which, gmx_sim_result_t *r,
-		      char *err, size_t err_len)
+static int run_subset(const gmx_scenario_t *sc, const comb_policy_t *p, int which, gmx_sim_result_t *r, char *err,
+		      size_t err_len)
 {
 	int hp = hp_level(sc);
 	gmx_scenario_t sub = *sc;
@@ -88,8 +104,7 @@ static void figures(const gmx_sim_result_t *r, int hp, double *p50, double *p99,
 	}
 }
 
-static int run_policy(const gmx_scenario_t *sc, const comb_policy_t *p, comb_row_t *row, char *err,
-		      size_t err_len)
+static int run_policy(const gmx_scenario_t *sc, const comb_policy_t *p, comb_row_t *row, char *err, size_t err_len)
 {
 	int hp = hp_level(sc);
 	gmx_sim_result_t *r = calloc(1, sizeof(*r));
@@ -180,12 +195,10 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 	int failed = 0;
 	json_t *scen = json_array();
 	if (!json) {
-		printf("HP = the best priority's tasks (worst p99 over them); LP = every other task (units/s "
-		       "summed).\n"
-		       "alone = the same tasks without the others, under the same policy and device "
-		       "memory.\n\n");
-		printf("%-22s %-10s %9s %9s %7s %9s %9s %7s %8s %8s\n", "scenario", "policy", "HPp50",
-		       "HPp99", "p99/al", "LP/s", "LPal/s", "LP/al", "inGiB", "outGiB");
+		printf("HP = the best priority's tasks (worst p99 over them); LP = every other task (units/s summed).\n"
+		       "alone = the same tasks without the others, under the same policy and device memory.\n\n");
+		printf("%-22s %-10s %9s %9s %7s %9s %9s %7s %8s %8s\n", "scenario", "policy", "HPp50", "HPp99",
+		       "p99/al", "LP/s", "LPal/s", "LP/al", "inGiB", "outGiB");
 	}
 	for (uint32_t f = 0; f < n; f++) {
 		gmx_scenario_t sc;
@@ -199,12 +212,27 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 			sc.warmup_ns /= 2;
 			sc.duration_ns /= 2;
 		}
+		uint64_t footprint = 0;
+		for (uint32_t i = 0; i < sc.n_tasks; i++)
+			footprint += gmx_workload_footprint(sc.tasks[i].workload);
 		json_t *pol = json_array();
 		for (size_t k = 0; k < N_POLICIES; k++) {
 			comb_row_t w = {0};
+			if (policies[k].fit_only && footprint > sc.capacity_bytes) {
+				json_t *o = json_object();
+				json_object_set_new(o, "policy", json_string(policies[k].name));
+				json_object_set_new(o, "sched", json_string(policies[k].sched));
+				json_object_set_new(o, "mem", json_string(policies[k].mem));
+				json_object_set_new(o, "skipped", json_string(policies[k].fit_only));
+				json_array_append_new(pol, o);
+				if (!json)
+					printf("%-22s %-10s n/a: %.1f GiB on %.1f GiB, and %s\n", k ? "" : sc.name,
+					       policies[k].name, footprint / GMX_GIB, sc.capacity_bytes / GMX_GIB,
+					       policies[k].fit_only);
+				continue;
+			}
 			if (run_policy(&sc, &policies[k], &w, err, sizeof(err))) {
-				fprintf(stderr, "gpumux bench combined: %s under %s: %s\n", sc.name,
-					policies[k].name, err);
+				fprintf(stderr, "gpumux bench combined: %s under %s: %s\n", sc.name, policies[k].name, err);
 				failed = 1;
 				continue;
 			}
@@ -246,8 +274,8 @@ int gmx_bench_combined(const char *dir, int quick, int json, const char *plot)
 	} else {
 		printf("\npolicies:\n");
 		for (size_t k = 0; k < N_POLICIES; k++)
-			printf("  %-10s --sched %s --mem %s: %s\n", policies[k].name, policies[k].sched,
-			       policies[k].mem, policies[k].what);
+			printf("  %-10s --sched %s --mem %s: %s\n", policies[k].name, policies[k].sched, policies[k].mem,
+			       policies[k].what);
 	}
 	if (plot && gmx_bench_plot(plot, "combined", root))
 		failed = 1;

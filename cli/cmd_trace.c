@@ -58,7 +58,8 @@ static void usage_stats(FILE *out)
 		"launch latency (span_source says which).\n"
 		"\n"
 		"  --json   one JSON object: kernels, streams {stream: kernels}, tasks, span_s,\n"
-		"           allocations, peak_allocated_bytes, host_interval_us {p50,p90,p99},\n"
+		"           allocations, peak_allocated_bytes, packed_bytes (the allocations in the\n"
+		"           caching allocator's segments), host_interval_us {p50,p90,p99},\n"
 		"           gap_us {p50,p90,p99}, and more (docs/traces.md)\n");
 }
 

@@ -12,6 +12,9 @@ extern const gmx_policy_ops_t gmx_sched_timeline_ops;
 extern const gmx_policy_ops_t gmx_sched_fikit_ops;
 extern const gmx_policy_ops_t gmx_sched_streamprio_ops;
 extern const gmx_policy_ops_t gmx_sched_mps_ops;
+extern const gmx_policy_ops_t gmx_sched_tgs_ops;
+extern const gmx_policy_ops_t gmx_sched_orion_ops;
+extern const gmx_policy_ops_t gmx_sched_reef_ops;
 extern const gmx_policy_ops_t gmx_sched_gpumux_ops;
 
 static const gmx_policy_ops_t *const registry[] = {
@@ -22,6 +25,9 @@ static const gmx_policy_ops_t *const registry[] = {
 	&gmx_sched_fikit_ops,
 	&gmx_sched_streamprio_ops,
 	&gmx_sched_mps_ops,
+	&gmx_sched_tgs_ops,
+	&gmx_sched_orion_ops,
+	&gmx_sched_reef_ops,
 	&gmx_sched_gpumux_ops,
 };
 
@@ -35,6 +41,7 @@ void gmx_sched_params_default(gmx_sched_params_t *p)
 	p->profiles = NULL;
 	p->n_profiles = 0;
 	p->profile_learn = 0;
+	p->hold_task = 0;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)
@@ -89,6 +96,23 @@ void gmx_sched_names(char *buf, size_t len)
 		if (n > 0)
 			used += (size_t)n;
 	}
+}
+
+int gmx_lease_same(const gmx_lease_t *a, const gmx_lease_t *b)
+{
+	uint32_t ai = a ? a->inflight : 0, bi = b ? b->inflight : 0;
+	if (ai == 0 || bi == 0)
+		return ai == bi;
+	return ai == bi && a->until == b->until;
+}
+
+void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uint32_t inflight, int64_t until)
+{
+	gmx_lease_t l = {inflight, inflight ? until : 0};
+	if (!dev->lease || gmx_lease_same(cur, &l))
+		return;
+	*cur = l;
+	dev->lease(dev->ctx, task, inflight ? &l : NULL);
 }
 
 void gmx_cmd_queue_push(gmx_cmd_queue_t *q, gmx_cmd_t *cmd)

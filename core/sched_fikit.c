@@ -67,6 +67,7 @@ typedef struct ftask {
 	int pending;                 /* an observation waits for its gap */
 	uint64_t p_id, p_prev;
 	int64_t p_dur, p_end;
+	gmx_lease_t lease; /* what the device was told */
 } ftask_t;
 
 struct gmx_policy {
@@ -136,10 +137,9 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	return 0;
 }
 
-/* Predicted duration of task t's queue head, -1 unknown. */
-static int64_t head_pred(const gmx_policy_t *s, const ftask_t *t)
+/* Predicted duration of command c of task t (c following t's last release), -1 unknown. */
+static int64_t cmd_pred(const gmx_policy_t *s, const ftask_t *t, const gmx_cmd_t *c)
 {
-	const gmx_cmd_t *c = t->queue.head;
 	if (!c)
 		return -1;
 	if (c->kernel_id && t->prof) {
@@ -150,11 +150,16 @@ static int64_t head_pred(const gmx_policy_t *s, const ftask_t *t)
 	return c->predicted_ns > 0 ? c->predicted_ns : -1;
 }
 
-static void release(gmx_policy_t *s, uint32_t ti)
+/* Predicted duration of task t's queue head, -1 unknown. */
+static int64_t head_pred(const gmx_policy_t *s, const ftask_t *t)
+{
+	return cmd_pred(s, t, t->queue.head);
+}
+
+/* Books command c of task ti as released now (predicted duration d, -1 unknown). */
+static void account_release(gmx_policy_t *s, uint32_t ti, const gmx_cmd_t *c, int64_t d)
 {
 	ftask_t *t = &s->task[ti];
-	int64_t d = head_pred(s, t);
-	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	int64_t now = s->dev.now(s->dev.ctx);
 	int64_t pred = d > 0 ? d : 0;
 	/* At most inflight_max commands of a task are in flight, so a slot is free; were none,
@@ -170,6 +175,14 @@ static void release(gmx_policy_t *s, uint32_t ti)
 	t->inflight++;
 	t->head_since = now;
 	s->last_task = (int)ti;
+}
+
+static void release(gmx_policy_t *s, uint32_t ti)
+{
+	ftask_t *t = &s->task[ti];
+	int64_t d = head_pred(s, t);
+	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
+	account_release(s, ti, c, d);
 	s->dev.submit(s->dev.ctx, c);
 }
 
@@ -262,6 +275,39 @@ static void release_lp(gmx_policy_t *s, uint32_t ti, int64_t now)
 	release(s, ti);
 }
 
+static int task_busy(const ftask_t *t)
+{
+	return t->queue.head || t->inflight;
+}
+
+/* Leases (docs/fikit.md): the HP level's tasks release up to inflight_max commands without
+ * asking (they are released at once anyway), except while lower levels run freely (the HP
+ * level idle past every gap it ever left) and have work: then the best lower level with work
+ * holds leases of one command in flight per task, as the free run releases, and gives them up
+ * the moment a better-priority task launches. Every other task holds none. */
+static void update_leases(gmx_policy_t *s, int hp, int free_run)
+{
+	if (!s->dev.lease)
+		return;
+	int lower = -1; /* the best lower level with work */
+	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS && lower < 0; l++)
+		for (uint32_t k = 0; k < s->level_n[l] && lower < 0; k++)
+			if (task_busy(&s->task[s->level[l][k]]))
+				lower = l;
+	int lp_run = free_run && lower >= 0;
+	for (int l = hp; l < GMX_PRIORITY_LEVELS; l++)
+		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+			uint32_t ti = s->level[l][k];
+			ftask_t *t = &s->task[ti];
+			uint32_t n = 0;
+			if (!t->done && l == hp && !lp_run)
+				n = s->params.inflight_max;
+			else if (!t->done && lp_run && l == lower)
+				n = 1;
+			gmx_lease_set(&s->dev, ti, &t->lease, n, 0);
+		}
+}
+
 static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
@@ -290,9 +336,11 @@ static void dispatch(gmx_policy_t *s)
 			else if (due < wake)
 				wake = due;
 		}
+	int free_run = 0;
 	if (!hp_busy) {
 		int64_t recheck;
 		int64_t g = hp_gap(s, hp, now, &recheck);
+		free_run = g == INT64_MAX;
 		if (g == INT64_MAX) {
 			for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
 				for (uint32_t k = 0; k < s->level_n[l]; k++) {
@@ -310,6 +358,7 @@ static void dispatch(gmx_policy_t *s)
 	}
 	if (wake != INT64_MAX)
 		s->dev.set_timer(s->dev.ctx, wake);
+	update_leases(s, hp, free_run);
 }
 
 static void learn_flush(ftask_t *t, int64_t gap)
@@ -338,6 +387,11 @@ static void fk_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 	t->host_wait = 0;
 	if (s->params.profile_learn)
 		learn_flush(t, now - t->p_end);
+	if (cmd->leased) { /* released under its lease: in flight already, measured as any */
+		account_release(s, cmd->task, cmd, cmd_pred(s, t, cmd));
+		dispatch(s);
+		return;
+	}
 	if (!t->queue.head)
 		t->head_since = now;
 	gmx_cmd_queue_push(&t->queue, cmd);

@@ -49,13 +49,16 @@ struct gmx_policy {
 	int active;	    /* task owning the device, -1 none */
 	int64_t slice_end;  /* when the active task's slice expires */
 	int64_t idle_since; /* when the active task ran dry, -1 busy */
+	int waiting;	    /* timeline with hold_task: the turn is the held task's, its work not yet come */
 	struct {
 		gmx_cmd_queue_t queue; /* launch order; the device keeps per-stream order */
 		uint32_t inflight;
 		int priority;
 		int present, done;
 		int held; /* preempted: its in-flight work waits on the device for its next turn */
+		gmx_lease_t lease; /* what the device was told */
 	} task[GMX_MAX_TASKS];
+	int leased; /* the task holding a lease, -1 none */
 };
 
 static int create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out, enum variant v)
@@ -71,6 +74,7 @@ static int create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_poli
 	s->grace_ns = v == V_TIMELINE ? TIMELINE_GRACE_NS : 0;
 	s->active = -1;
 	s->idle_since = -1;
+	s->leased = -1;
 	*out = s;
 	return 0;
 }
@@ -108,6 +112,7 @@ static int ts_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	s->task[task].present = 1;
 	s->task[task].done = 0;
 	s->task[task].priority = priority;
+	s->task[task].lease = (gmx_lease_t){0}; /* a new task holds none */
 	if (task + 1 > s->n_tasks)
 		s->n_tasks = task + 1;
 	return 0;
@@ -144,6 +149,13 @@ static int next_round_robin(const gmx_policy_t *s, int from, int by_priority)
 	return best;
 }
 
+/* timeline with hold_task: the held task keeps its place in the rotation
+ * until it is done, with work or not. */
+static int is_held_turn(const gmx_policy_t *s, uint32_t t)
+{
+	return s->variant == V_TIMELINE && s->params.hold_task == t + 1 && s->task[t].present && !s->task[t].done;
+}
+
 /* timeline: the next task with work in the order the planner predicts. */
 static int next_on_timeline(const gmx_policy_t *s, int from)
 {
@@ -152,7 +164,7 @@ static int next_on_timeline(const gmx_policy_t *s, int from)
 	uint32_t order[GMX_MAX_TASKS];
 	for (uint32_t t = 0; t < s->n_tasks; t++) {
 		prio[t] = s->task[t].priority;
-		run[t] = (uint8_t)has_work(s, t);
+		run[t] = (uint8_t)(has_work(s, t) || is_held_turn(s, t));
 	}
 	if (from < 0) { /* nobody yet: the best level's first task with work */
 		int best = -1;
@@ -184,6 +196,17 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 		return;
 	}
 	int a = s->active;
+	if (s->waiting) {
+		/* The held task's turn: the device waits for its work, and its
+		 * slice starts when the work comes. */
+		if (a >= 0 && is_held_turn(s, (uint32_t)a) && !has_work(s, (uint32_t)a))
+			return;
+		s->waiting = 0;
+		if (a >= 0 && has_work(s, (uint32_t)a)) {
+			s->slice_end = now + s->params.slice_ns;
+			s->dev.set_timer(s->dev.ctx, s->slice_end);
+		}
+	}
 	if (a >= 0 && has_work(s, (uint32_t)a))
 		s->idle_since = -1;
 	else if (a >= 0 && s->task[a].inflight == 0 && s->idle_since < 0)
@@ -213,12 +236,37 @@ static void pick_owner(gmx_policy_t *s, int64_t now)
 										  : 0;
 			s->slice_end = now + (sl > 0 ? sl : s->params.slice_ns);
 			s->dev.set_timer(s->dev.ctx, s->slice_end);
+			s->waiting = !has_work(s, (uint32_t)n) && is_held_turn(s, (uint32_t)n);
 		}
 	} else if (idle && s->idle_since >= 0) {
 		/* Come back when the grace period ends, or the slice, whichever first. */
 		int64_t at = s->idle_since + s->grace_ns;
 		s->dev.set_timer(s->dev.ctx, at < s->slice_end ? at : s->slice_end);
 	}
+}
+
+/* Leases: the active task may release up to inflight_max commands without asking until its
+ * slice ends; while no other task has work, with no end (its slice would be renewed anyway;
+ * exclusive: always). Once its slice has expired with another task waiting, it has none, and
+ * neither has any task that is not active. A device that preempts at the slice's end is the
+ * GPU's own time slicing (the simulator's default sharing): no interposer there, no lease. */
+static void update_leases(gmx_policy_t *s, int64_t now)
+{
+	if (can_preempt(s))
+		return;
+	int a = s->active;
+	if (s->leased >= 0 && s->leased != a)
+		gmx_lease_set(&s->dev, (uint32_t)s->leased, &s->task[s->leased].lease, 0, 0);
+	s->leased = -1;
+	if (a < 0)
+		return;
+	int others = 0;
+	for (uint32_t t = 0; s->variant != V_EXCLUSIVE && t < s->n_tasks && !others; t++)
+		others = (int)t != a && has_work(s, t);
+	uint32_t n = s->task[a].done || (others && now >= s->slice_end) ? 0 : s->params.inflight_max;
+	gmx_lease_set(&s->dev, (uint32_t)a, &s->task[a].lease, n, others ? s->slice_end : 0);
+	if (n)
+		s->leased = a;
 }
 
 static void dispatch(gmx_policy_t *s)
@@ -228,16 +276,17 @@ static void dispatch(gmx_policy_t *s)
 	pick_owner(s, now);
 	/* An owner with work in flight at an expired slice keeps it until that
 	 * work completes, releasing nothing more meanwhile. */
-	if (s->active < 0 || (s->active == before && s->variant != V_EXCLUSIVE && before >= 0 &&
-			      s->task[before].inflight > 0 && now >= s->slice_end))
-		return;
-	uint32_t t = (uint32_t)s->active;
-	while (s->task[t].inflight < s->params.inflight_max && s->task[t].queue.length) {
-		gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[t].queue);
-		s->task[t].inflight++;
-		s->idle_since = -1;
-		s->dev.submit(s->dev.ctx, c);
+	if (s->active >= 0 && !(s->active == before && s->variant != V_EXCLUSIVE && before >= 0 &&
+				s->task[before].inflight > 0 && now >= s->slice_end)) {
+		uint32_t t = (uint32_t)s->active;
+		while (s->task[t].inflight < s->params.inflight_max && s->task[t].queue.length) {
+			gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[t].queue);
+			s->task[t].inflight++;
+			s->idle_since = -1;
+			s->dev.submit(s->dev.ctx, c);
+		}
 	}
+	update_leases(s, now);
 }
 
 static void ts_task_done(gmx_policy_t *s, uint32_t task)
@@ -255,7 +304,13 @@ static void ts_task_done(gmx_policy_t *s, uint32_t task)
 
 static void ts_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
-	gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
+	if (cmd->leased) { /* released under its lease: in flight already */
+		s->task[cmd->task].inflight++;
+		if ((int)cmd->task == s->active)
+			s->idle_since = -1;
+	} else {
+		gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
+	}
 	dispatch(s);
 }
 

@@ -22,7 +22,24 @@
 int64_t gmxd__dev_now(void *ctx)
 {
 	(void)ctx;
-	return gmxd__now_ns();
+	return SRV.now_ovr ? SRV.now_ovr : gmxd__now_ns();
+}
+
+/* While a batched entry that happened at `when` is read, the policy's clock says `when`
+ * (so durations and gaps are measured as they happened), kept monotone and never ahead of
+ * the daemon's clock; 0 ends it. */
+static void batch_time(int64_t when)
+{
+	if (!when) {
+		SRV.now_ovr = 0;
+		return;
+	}
+	int64_t now = gmxd__now_ns();
+	if (when > now)
+		when = now;
+	if (when < SRV.last_ovr)
+		when = SRV.last_ovr;
+	SRV.now_ovr = SRV.last_ovr = when;
 }
 
 void gmxd__dev_set_timer(void *ctx, int64_t at)
@@ -31,11 +48,22 @@ void gmxd__dev_set_timer(void *ctx, int64_t at)
 	SRV.timer_at = at;
 	if (SRV.tfd < 0)
 		return; /* no loop (tests): whoever drives the daemon fires the timer */
+	/* A policy asks again at nearly every event (fikit: at each launch and completion). The
+	 * timer already armed to fire no later is kept (a system call saved): when it fires before
+	 * the time asked for, the loop arms it again for that time (gmxd__timer_fired). */
+	if (SRV.timer_armed && SRV.timer_armed <= (at > 0 ? at : 1))
+		return;
+	gmxd__arm_timer(at);
+}
+
+void gmxd__arm_timer(int64_t at)
+{
 	struct itimerspec it = {0};
 	if (at <= 0)
 		at = 1; /* "now": an absolute time in the past fires at once */
 	it.it_value.tv_sec = at / 1000000000LL;
 	it.it_value.tv_nsec = at % 1000000000LL;
+	SRV.timer_armed = at;
 	if (timerfd_settime(SRV.tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
 		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
@@ -162,6 +190,58 @@ int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 			      .x = a->ptr + off,
 			      .y = len};
 	gmxd__send_action(c, &e);
+	return 0;
+}
+
+static void send_lease(client_t *c, uint32_t inflight, int64_t until)
+{
+	uint32_t id = ++c->lease_id;
+	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until};
+	if (inflight) {
+		c->leases_sent++;
+		SRV.total_leases++;
+	} else {
+		c->revokes++;
+		SRV.total_revokes++;
+	}
+	gmx_ring_entry_t e = {.type = GMX_DOWN_LEASE, .a = inflight, .seq = id, .x = (uint64_t)until};
+	gmxd__push_down(c, &e); /* never behind evictions: leased clients are not oversubscribed */
+}
+
+/* The policy's lease for a task: sent down its ring (oversubscribed clients hold none: their
+ * memory must move before each command). */
+void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
+{
+	(void)ctx;
+	if (task >= GMX_MAX_TASKS)
+		return;
+	client_t *c = &SRV.cl[task];
+	if (!c->used || c->dead || c->cut || c->oversub)
+		return;
+	uint32_t n = l ? l->inflight : 0;
+	int64_t until = n ? l->until : 0;
+	if (c->nlsent == GMXD_LEASES_PENDING) { /* sent when an acknowledgement makes room */
+		c->want_set = 1;
+		c->want = (gmx_lease_t){n, until};
+		return;
+	}
+	c->want_set = 0;
+	if (c->nlsent) { /* unchanged from the last one sent: nothing to say */
+		if (c->lsent[c->nlsent - 1].inflight == n && c->lsent[c->nlsent - 1].until == until)
+			return;
+	} else if (c->l_inflight == n && c->l_until == until) {
+		return;
+	}
+	send_lease(c, n, until);
+}
+
+int gmxd__leases_active(void)
+{
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		const client_t *c = &SRV.cl[t];
+		if (c->used && !c->dead && (c->l_inflight || c->nlsent || c->leased_now))
+			return 1;
+	}
 	return 0;
 }
 
@@ -303,6 +383,69 @@ static void protocol_error(client_t *c, const char *fmt, ...)
 	gmxd__cut(c, why);
 }
 
+/* A command the client released under its lease (reported in a batch): checked against the
+ * lease in effect at that point of the ring, then handed to the policy already in flight. */
+static void leased_release(client_t *c, const gmx_ring_entry_t *e)
+{
+	unsigned long long seq = (unsigned long long)e->seq;
+	if (hash_take(c, e->seq, 0)) {
+		protocol_error(c, "malformed message: a leased release of seq %llu, already announced", seq);
+		return;
+	}
+	if (e->a >= GMX_CMD_KIND_COUNT_PROTO || c->nr) {
+		protocol_error(c, "malformed message: a leased release of seq %llu (kind %u, %u ranges before it)",
+			       seq, e->a, c->nr);
+		return;
+	}
+	if (!c->l_inflight) {
+		protocol_error(c, "malformed message: a leased release of seq %llu without a lease", seq);
+		return;
+	}
+	if (c->leased_now >= c->l_inflight) {
+		protocol_error(c, "malformed message: a leased release of seq %llu beyond its lease (%u in flight)",
+			       seq, c->l_inflight);
+		return;
+	}
+	if (c->l_until && (int64_t)e->y >= c->l_until) {
+		protocol_error(c, "malformed message: a leased release of seq %llu %lld ns after its lease ended",
+			       seq, (long long)((int64_t)e->y - c->l_until));
+		return;
+	}
+	if (c->queued + c->inflight >= GMXD_CMDS_PER_CLIENT) {
+		protocol_error(c, "malformed message: more than %d commands announced and not completed",
+			       GMXD_CMDS_PER_CLIENT);
+		return;
+	}
+	dcmd_t *d = calloc(1, sizeof *d);
+	if (!d) {
+		gmxd__cut(c, "out of memory for its leased release");
+		return;
+	}
+	int64_t now = gmxd__now_ns();
+	d->cseq = e->seq;
+	d->kind = e->a;
+	d->cl = c;
+	d->state = D_GRANTED;
+	d->notice_ns = (int64_t)e->y;
+	d->c.seq = ++SRV.seq;
+	d->c.task = c->task;
+	d->c.kind = e->a == GMX_PROTO_KIND_COPY ? GMX_OP_COPY_H2D : e->a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET
+											     : GMX_OP_KERNEL;
+	d->c.kernel_id = e->x;
+	d->c.leased = 1;
+	hash_put(c, d);
+	c->refs++;
+	gmxd__owe(c, now);
+	c->inflight++;
+	c->leased_now++;
+	c->leased++;
+	c->last_leased_seq = e->seq;
+	SRV.total_leased++;
+	batch_time((int64_t)e->y > 0 ? (int64_t)e->y : now);
+	SRV.ops->on_launch(SRV.pol, &d->c);
+	batch_time(0);
+}
+
 static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 {
 	switch (e->type) {
@@ -372,11 +515,35 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		c->inflight--;
 		c->completions++;
 		c->last_progress = gmxd__now_ns();
+		if (d->c.leased) {
+			c->leased_now--;
+			batch_time((int64_t)e->y > 0 ? (int64_t)e->y : c->last_progress);
+		}
 		SRV.ops->on_complete(SRV.pol, &d->c);
+		batch_time(0);
 		c->refs--;
 		dcmd_free(d);
 		return;
 	}
+	case GMX_UP_RELEASED:
+		leased_release(c, e);
+		return;
+	case GMX_UP_LEASE_ACK:
+		if (!c->nlsent || e->seq != c->lsent[0].id || e->x != c->last_leased_seq) {
+			protocol_error(c,
+				       "malformed message: acknowledgement of lease %llu after seq %llu (expected "
+				       "lease %u after seq %llu)",
+				       (unsigned long long)e->seq, (unsigned long long)e->x,
+				       c->nlsent ? c->lsent[0].id : 0, (unsigned long long)c->last_leased_seq);
+			return;
+		}
+		c->l_inflight = c->lsent[0].inflight;
+		c->l_until = c->lsent[0].until;
+		memmove(&c->lsent[0], &c->lsent[1], (c->nlsent - 1) * sizeof c->lsent[0]);
+		c->nlsent--;
+		if (c->want_set)
+			gmxd__dev_lease(NULL, c->task, &c->want);
+		return;
 	case GMX_UP_ALLOC:
 		if (c->nallocs >= GMXD_ALLOCS_PER_CLIENT || e->y == 0) {
 			protocol_error(c, "malformed message: allocation %d of %llu bytes", c->nallocs,
@@ -394,9 +561,11 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		if (rc == -E2BIG) { /* over its budget: told so (E2BIG), the client backs off */
 			char why[sizeof c->cut_reason];
 			snprintf(why, sizeof why,
-				 "%llu + %llu bytes of allocations exceed device + host memory (%llu)",
+				 "%llu + %llu bytes of allocations exceed device + host memory (%llu) as "
+				 "the device holds them (in 2 MiB chunks; %llu held)",
 				 (unsigned long long)c->alloc_bytes, (unsigned long long)e->y,
-				 (unsigned long long)gmxd_mem_task_limit(SRV.mem));
+				 (unsigned long long)gmxd_mem_task_limit(SRV.mem),
+				 (unsigned long long)gmxd_mem_footprint(SRV.mem, c->task));
 			SRV.protocol_errors++;
 			gmxd__cut_err(c, E2BIG, why);
 			return;

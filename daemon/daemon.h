@@ -38,6 +38,8 @@
 #define GMXD_ALLOCS_PER_CLIENT 4096
 #define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
 #define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
+#define GMXD_LEASES_PENDING 16	  /* leases sent to a client and not acknowledged yet */
+#define GMXD_LEASE_DRAIN_MS 1	  /* while a client holds a lease, its ring is read at least this often */
 #define GMXD_PROFILE_ENTRIES_MAX 2048 /* (kernel, context) pairs learned per task name */
 #define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 
@@ -47,7 +49,7 @@
  * included: larger requests get 431/413) and GMXD_HTTP_TIMEOUT_S seconds of inactivity. */
 #define GMXD_METRICS_MAX (1u << 20)
 #define GMXD_METRICS_CHUNK 60000u /* bytes of text per METRICS message on the socket */
-#define GMXD_IDENT_MAX 96	  /* client identities (name, priority, uid, container) with series */
+#define GMXD_IDENT_MAX 160	  /* client identities (name, priority, uid, container) with series */
 #define GMXD_REF_UIDS 32	  /* uids with refusal series of their own; the rest are "other" */
 #define GMXD_LAT_BUCKETS 14	  /* finite buckets of the notice-to-grant histogram */
 #define GMXD_CONTAINER_ID_MAX 65 /* 64 hex digits and a NUL */

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 2u	    /* 2: HOST_WAIT and RANGE entries */
+#define GMX_PROTO_VERSION 3u	    /* 2: HOST_WAIT and RANGE entries; 3: leases */
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -110,10 +110,22 @@ enum {
 	GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
 	GMX_UP_RANGE,	   /* seq: the command's predicted working set includes x .. x+y; sent
 			    * before that command's NOTICE, at most GMX_RANGES_MAX per command */
+	GMX_UP_RELEASED,   /* seq: released under the lease in effect, never noticed; a = kind,
+			    * x = kernel id, y = when (CLOCK_MONOTONIC ns) */
+	GMX_UP_LEASE_ACK,  /* seq = the lease id now in effect; x = the last seq released under a
+			    * lease before it (0: none yet) */
 	/* down */
 	GMX_DOWN_GRANT = 64, /* seq: may be released */
 	GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
+	GMX_DOWN_LEASE,	     /* seq = lease id (1, 2, ... per session); a = commands in flight (leased
+			      * or granted) below which one goes under it (0 revokes); x = no release from this CLOCK_MONOTONIC ns on (0:
+			      * no end) */
 };
+
+/* Up-ring entries that travel in batches (leased releases, their completions, lease
+ * acknowledgements) wake a sleeping daemon only once the ring holds this many; otherwise it
+ * reads them when it wakes for another reason or at the latest every GMXD_LEASE_DRAIN_MS. */
+#define GMX_RING_FILL_MARK (GMX_RING_ENTRIES / 2)
 
 typedef struct {
 	uint32_t type;

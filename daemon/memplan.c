@@ -33,6 +33,7 @@ typedef struct {
 	malloc_rec_t *a;
 	uint32_t n, cap;
 	uint64_t bytes, resident;
+	uint64_t chunks; /* 2 MiB-aligned chunks the allocations cover, each counted once */
 } task_mem_t;
 
 /* A chunk loaded by a plan; stale once evicted or freed, dropped at the next plan. */
@@ -123,6 +124,28 @@ static uint64_t rec_resident(const malloc_rec_t *a)
 	return b;
 }
 
+/* The 2 MiB-aligned chunks of ptr..ptr+size that neither neighbour covers. The driver packs
+ * small allocations into shared 2 MiB blocks (include/gpumux/devalloc.h), so their addresses
+ * share a chunk; allocations never overlap, so only the neighbours in address order can
+ * share the first or the last chunk. */
+static uint64_t unshared_chunks(uint64_t ptr, uint64_t size, const malloc_rec_t *prev,
+				const malloc_rec_t *next)
+{
+	uint64_t first = ptr / CHUNK, last = (ptr + size - 1) / CHUNK;
+	int lo = prev && (prev->ptr + prev->size - 1) / CHUNK == first;
+	int hi = next && next->ptr / CHUNK == last;
+	if (first == last)
+		return lo || hi ? 0 : 1;
+	return last - first + 1 - (uint64_t)lo - (uint64_t)hi;
+}
+
+/* Chunks allocation i of tm holds alone. */
+static uint64_t own_chunks(const task_mem_t *tm, uint32_t i)
+{
+	return unshared_chunks(tm->a[i].ptr, tm->a[i].size, i ? &tm->a[i - 1] : NULL,
+			       i + 1 < tm->n ? &tm->a[i + 1] : NULL);
+}
+
 /* Index of the first allocation that ends after addr. */
 static uint32_t first_after(const task_mem_t *tm, uint64_t addr)
 {
@@ -159,6 +182,12 @@ int gmxd_mem_alloc(gmxd_mem_t *m, uint32_t task, uint64_t ptr, uint64_t size)
 	uint32_t i = first_after(tm, ptr);
 	if (i < tm->n && tm->a[i].ptr < ptr + size)
 		return -EINVAL; /* overlaps an allocation of the task */
+	/* What the device holds for it: whole 2 MiB chunks, one shared by small allocations
+	 * counted once (include/gpumux/devalloc.h). */
+	uint64_t own = unshared_chunks(ptr, size, i ? &tm->a[i - 1] : NULL, i < tm->n ? &tm->a[i] : NULL);
+	uint64_t limit_ch = m->task_limit / CHUNK;
+	if (tm->chunks > limit_ch || own > limit_ch - tm->chunks)
+		return -E2BIG;
 	if (grow((void **)&tm->a, tm->n, &tm->cap, sizeof *tm->a, 16))
 		return -ENOMEM;
 	uint64_t nch = (size + CHUNK - 1) / CHUNK; /* < 2^29: size <= GMXD_MEM_TASK_BYTES_MAX */
@@ -169,6 +198,7 @@ int gmxd_mem_alloc(gmxd_mem_t *m, uint32_t task, uint64_t ptr, uint64_t size)
 	tm->a[i] = (malloc_rec_t){.ptr = ptr, .size = size, .n_chunks = (uint32_t)nch, .bits = bits};
 	tm->n++;
 	tm->bytes += size;
+	tm->chunks += own;
 	return 0;
 }
 
@@ -190,6 +220,7 @@ int gmxd_mem_free(gmxd_mem_t *m, uint32_t task, uint64_t ptr)
 	uint32_t i;
 	if (!find_rec(tm, ptr, &i))
 		return -ENOENT;
+	tm->chunks -= own_chunks(tm, i);
 	forget(m, tm, i);
 	memmove(&tm->a[i], &tm->a[i + 1], (size_t)(tm->n - i - 1) * sizeof *tm->a);
 	tm->n--;
@@ -215,6 +246,11 @@ uint64_t gmxd_mem_bytes(const gmxd_mem_t *m, uint32_t task)
 uint64_t gmxd_mem_resident(const gmxd_mem_t *m, uint32_t task)
 {
 	return task < GMX_MAX_TASKS ? m->t[task].resident : m->resident;
+}
+
+uint64_t gmxd_mem_footprint(const gmxd_mem_t *m, uint32_t task)
+{
+	return task < GMX_MAX_TASKS ? m->t[task].chunks * CHUNK : 0;
 }
 
 /* ---- walking what a slice needs, within a budget ---- */
@@ -645,7 +681,7 @@ int gmxd_mem_check(const gmxd_mem_t *m, char *err, size_t err_len)
 	uint64_t all = 0, listed = 0;
 	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
 		const task_mem_t *tm = &m->t[t];
-		uint64_t bytes = 0, res = 0;
+		uint64_t bytes = 0, res = 0, chunks = 0, last = UINT64_MAX;
 		for (uint32_t i = 0; i < tm->n; i++) {
 			const malloc_rec_t *a = &tm->a[i];
 			if (i && tm->a[i - 1].ptr + tm->a[i - 1].size > a->ptr) {
@@ -665,12 +701,18 @@ int gmxd_mem_check(const gmxd_mem_t *m, char *err, size_t err_len)
 			}
 			bytes += a->size;
 			res += rec_resident(a);
+			uint64_t c0 = a->ptr / CHUNK, c1 = (a->ptr + a->size - 1) / CHUNK;
+			chunks += c1 - c0 + 1 - (c0 == last);
+			last = c1;
 		}
-		if (bytes != tm->bytes || res != tm->resident || bytes > m->task_limit) {
+		if (bytes != tm->bytes || res != tm->resident || bytes > m->task_limit ||
+		    chunks != tm->chunks) {
 			snprintf(err, err_len,
-				 "task %u: %llu bytes (%llu counted), %llu resident (%llu counted)", t,
-				 (unsigned long long)bytes, (unsigned long long)tm->bytes,
-				 (unsigned long long)res, (unsigned long long)tm->resident);
+				 "task %u: %llu bytes (%llu counted), %llu resident (%llu counted), %llu "
+				 "chunks (%llu counted)",
+				 t, (unsigned long long)bytes, (unsigned long long)tm->bytes,
+				 (unsigned long long)res, (unsigned long long)tm->resident,
+				 (unsigned long long)chunks, (unsigned long long)tm->chunks);
 			return -EFAULT;
 		}
 		all += res;

@@ -68,7 +68,8 @@ uint64_t gmxd_mem_budget(const gmxd_mem_t *m);
 
 /* Records task's allocation ptr..ptr+size (not resident). 0, -EINVAL (empty, wrapping past
  * the end of the address space, overlapping one of the task's allocations), -E2BIG (the
- * task's allocations would exceed the task limit, or GMXD_MEM_ALLOCS_MAX) or -ENOMEM. */
+ * task's allocations or their footprint, gmxd_mem_footprint, would exceed the task limit, or
+ * GMXD_MEM_ALLOCS_MAX) or -ENOMEM. */
 int gmxd_mem_alloc(gmxd_mem_t *m, uint32_t task, uint64_t ptr, uint64_t size);
 
 /* Forgets task's allocation at ptr. 0 or -ENOENT. */
@@ -81,6 +82,12 @@ void gmxd_mem_drop(gmxd_mem_t *m, uint32_t task);
  * GMX_MAX_TASKS. */
 uint64_t gmxd_mem_bytes(const gmxd_mem_t *m, uint32_t task);
 uint64_t gmxd_mem_resident(const gmxd_mem_t *m, uint32_t task);
+
+/* What task's allocations occupy on the device: the 2 MiB-aligned chunks their addresses
+ * cover, a chunk shared by several small allocations counted once (the driver packs
+ * allocations under 2 MiB into shared blocks: include/gpumux/devalloc.h), times 2 MiB. The
+ * task limit bounds this, not the sum of the sizes. */
+uint64_t gmxd_mem_footprint(const gmxd_mem_t *m, uint32_t task);
 
 /* Nonzero when everything slice s needs is resident (the common case: no plan needed); 0
  * also when finding out would take more than a plan's budget. */

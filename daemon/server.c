@@ -164,7 +164,8 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 			    .now = gmxd__dev_now,
 			    .submit = gmxd__dev_submit,
 			    .migrate = gmxd__dev_migrate,
-			    .set_timer = gmxd__dev_set_timer};
+			    .set_timer = gmxd__dev_set_timer,
+			    .lease = gmxd__dev_lease};
 	/* No registered policy calls dev.migrate today: the daemon's memory planner serves
 	 * oversubscribed clients at each grant (plan_memory). */
 	int rc = SRV.ops->create(&params, &dev, &SRV.pol);
@@ -295,7 +296,8 @@ int gmxd__check(char *err, size_t err_len)
 					return -EFAULT;
 				}
 			}
-		if (q != c->queued || g != c->inflight || q + g + o != c->refs ||
+		if (q != c->queued || g != c->inflight || q + g + o != c->refs || c->leased_now > c->inflight ||
+		    c->nlsent > GMXD_LEASES_PENDING ||
 		    (c->dead && (q || g || c->nallocs || c->evicts))) {
 			snprintf(err, err_len,
 				 "client %u%s: %u queued, %u granted, %u orphans; counted %u queued, %u in "
@@ -541,6 +543,8 @@ int gmxd_run(const gmxd_config_t *cfg)
 				timeout = 100; /* liveness checks while someone holds work */
 		if (SRV.n_pend || SRV.listen_paused_until)
 			timeout = 100;
+		if (gmxd__leases_active()) /* leased work is reported in batches: read them */
+			timeout = GMXD_LEASE_DRAIN_MS;
 		timeout = gmxd__http_timeout(timeout);
 		int sleep_ok = !busy && now - idle_since >= spin_ns;
 		if (sleep_ok && prepare_sleep())
@@ -564,8 +568,13 @@ int gmxd_run(const gmxd_config_t *cfg)
 				break;
 			}
 			case EV_TIMER:
-				if (read(SRV.tfd, &v, sizeof v) > 0)
-					gmxd__timer_fired();
+				if (read(SRV.tfd, &v, sizeof v) > 0) {
+					SRV.timer_armed = 0;
+					if (SRV.timer_at > gmxd__now_ns())
+						gmxd__arm_timer(SRV.timer_at); /* asked for later since */
+					else
+						gmxd__timer_fired();
+				}
 				break;
 			case EV_HTTP:
 				gmxd__http_run();

@@ -108,6 +108,19 @@ struct client {
 	int cut_error; /* positive errno told to the client with the reason (EPROTO unless set) */
 	char container[GMXD_CONTAINER_ID_MAX]; /* from /proc/PID/cgroup at HELLO; "" outside one */
 	int ident;			      /* its identity in SRV.ident */
+	/* Leases (docs/protocol.md): those sent and not acknowledged yet, oldest first; the one in
+	 * effect in the up ring's order (bound 0: none); leased commands in flight; the policy's
+	 * latest wish while lsent is full. */
+	struct {
+		uint32_t id, inflight;
+		int64_t until;
+	} lsent[GMXD_LEASES_PENDING];
+	uint32_t nlsent, lease_id, l_inflight, leased_now;
+	int64_t l_until;
+	uint64_t last_leased_seq;
+	int want_set;
+	gmx_lease_t want;
+	uint64_t leased, leases_sent, revokes; /* leased releases; leases and revokes sent */
 	gmxd_cstats_t st;		      /* kernels, migrations, latency histogram, cut-off */
 };
 
@@ -148,6 +161,9 @@ typedef struct {
 	uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
 	int64_t start_ns, timer_at;
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
+	uint64_t total_leased, total_leases, total_revokes;
+	int64_t now_ovr, last_ovr; /* the policy's clock while a batched entry is read: its time */
+	int64_t timer_armed;	   /* when the timerfd fires (0: not armed); may precede timer_at */
 	int stop;
 	/* Kernel profiles by task name, kept while there is room so a client that comes back
 	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the
@@ -251,8 +267,16 @@ long gmxd__clients_per_user(void);
 /* The device the policy drives (see server.c's header comment). */
 int64_t gmxd__dev_now(void *ctx);
 void gmxd__dev_set_timer(void *ctx, int64_t at);
+
+/* Arms the loop's timerfd for `at` (<= 0: at once). */
+void gmxd__arm_timer(int64_t at);
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
+void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *lease);
+
+/* Nonzero while some client holds or is being sent a lease (its ring is read every
+ * GMXD_LEASE_DRAIN_MS). */
+int gmxd__leases_active(void);
 
 /* c is about to owe a completion or an eviction's acknowledgement: when it owed nothing, its
  * liveness clock (unresponsive_ms) starts now, not at its last progress, however old. */

@@ -65,12 +65,14 @@ void gmxd__status_reply(int fd)
 		live += SRV.cl[t].used && !SRV.cl[t].dead;
 	OUT("{\"version\":%u,\"pid\":%d,\"policy\":\"%s\",\"slice_us\":%ld,\"inflight\":%ld,"
 	    "\"uptime_s\":%.3f,\"socket\":\"%s\",\"max_clients\":%ld,\"max_clients_per_user\":%ld,"
-	    "\"clients_reserved\":%ld,\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%llu,"
+	    "\"clients_reserved\":%ld,\"n_clients\":%d,\"pending_connections\":%u,\"device_memory_bytes\":%"
+	    "llu,"
 	    "\"task_memory_limit_bytes\":%llu,\"metrics_url\":\"%s\",",
 	    GMX_PROTO_VERSION, (int)getpid(), SRV.ops->name, SRV.cfg->slice_us, SRV.cfg->inflight,
 	    (now - SRV.start_ns) / 1e9, json_str(SRV.sock_path, e1, sizeof e1), SRV.cfg->max_clients,
-	    gmxd__clients_per_user(), gmxd__clients_reserved(), live,
-	    SRV.n_pend, (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem), SRV.metrics_url);
+	    gmxd__clients_per_user(), gmxd__clients_reserved(), live, SRV.n_pend,
+	    (unsigned long long)SRV.mem_cap, (unsigned long long)gmxd_mem_task_limit(SRV.mem),
+	    SRV.metrics_url);
 	OUT("\"refusals\":{\"not_allowed\":%llu,\"busy\":%llu,\"malformed\":%llu,\"version\":%llu,"
 	    "\"timeout\":%llu,\"resources\":%llu},",
 	    (unsigned long long)SRV.refusals[GMXD_REF_NOT_ALLOWED],
@@ -95,14 +97,16 @@ void gmxd__status_reply(int fd)
 	OUT("\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
-	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"clients\":[",
+	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"leased_releases\":%llu,"
+	    "\"leases\":%llu,\"revokes\":%llu,\"clients\":[",
 	    (unsigned long long)gmxd_mem_resident(SRV.mem, GMX_MAX_TASKS),
 	    (unsigned long long)SRV.total_grants, (unsigned long long)SRV.refused,
 	    (unsigned long long)SRV.cut_off, (unsigned long long)SRV.protocol_errors, hp50, hp99,
 	    SRV.n_hp_lat < GMXD_LAT_SAMPLES ? SRV.n_hp_lat : GMXD_LAT_SAMPLES,
 	    (unsigned long long)SRV.host_waits, (unsigned long long)SRV.mig_plans,
 	    (unsigned long long)SRV.mig_load_bytes, (unsigned long long)SRV.mig_evict_bytes,
-	    (unsigned long long)SRV.mig_short_bytes);
+	    (unsigned long long)SRV.mig_short_bytes, (unsigned long long)SRV.total_leased,
+	    (unsigned long long)SRV.total_leases, (unsigned long long)SRV.total_revokes);
 	int first = 1;
 	for (int t = 0; t < GMX_MAX_TASKS; t++) {
 		const client_t *c = &SRV.cl[t];
@@ -112,15 +116,19 @@ void gmxd__status_reply(int fd)
 		lat_pct(c->lat_ns, c->nlat, &p50, &p99);
 		OUT("%s{\"id\":%u,\"pid\":%d,\"uid\":%d,\"name\":\"%s\",\"priority\":%d,"
 		    "\"oversubscribe\":%s,\"queued\":%u,\"inflight\":%u,\"notices\":%llu,"
-		    "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,"
+		    "\"grants\":%llu,\"completions\":%llu,\"allocated_bytes\":%llu,\"footprint_bytes\":%llu,"
 		    "\"resident_bytes\":%llu,\"grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
-		    "\"samples\":%u},\"connected_s\":%.3f}",
+		    "\"samples\":%u},\"leased\":%llu,\"lease_inflight\":%u,\"leases\":%llu,"
+		    "\"revokes\":%llu,\"connected_s\":%.3f}",
 		    first ? "" : ",", c->id, (int)c->pid, (int)c->uid, json_str(c->name, e2, sizeof e2),
 		    c->priority, c->oversub ? "true" : "false", c->queued, c->inflight,
 		    (unsigned long long)c->notices, (unsigned long long)c->grants,
 		    (unsigned long long)c->completions, (unsigned long long)c->alloc_bytes,
+		    (unsigned long long)gmxd_mem_footprint(SRV.mem, c->task),
 		    (unsigned long long)gmxd_mem_resident(SRV.mem, c->task), p50, p99,
-		    c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES, (now - c->connected_ns) / 1e9);
+		    c->nlat < GMXD_LAT_SAMPLES ? c->nlat : GMXD_LAT_SAMPLES, (unsigned long long)c->leased,
+		    c->l_inflight, (unsigned long long)c->leases_sent, (unsigned long long)c->revokes,
+		    (now - c->connected_ns) / 1e9);
 		first = 0;
 	}
 	OUT("]}");

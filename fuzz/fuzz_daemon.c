@@ -39,6 +39,9 @@ typedef struct {
 	gmx_shm_region_t *r;
 	int efd_up, efd_down;
 	uint64_t next_seq;
+	uint32_t lease, leased;	   /* the lease acknowledged (bound), leased commands in flight */
+	uint64_t last_leased;	   /* the last seq released under a lease */
+	uint64_t lseq[8];	   /* leased commands in flight */
 	uint64_t al_ptr[16], al_size[16]; /* allocations announced (as the client believes) */
 	int nal, al_next;
 } conn_t;
@@ -156,6 +159,8 @@ static void conn_read(conn_t *c)
 			c->id = w->client_id;
 			c->welcomed = 1;
 			c->next_seq = 1;
+			c->lease = c->leased = 0;
+			c->last_leased = 0;
 			continue;
 		}
 		for (int i = 0; i < nfd && i < 3; i++)
@@ -345,7 +350,7 @@ static void op_push(void)
 {
 	conn_t *c = pick(1);
 	uint8_t t = u8();
-	gmx_ring_entry_t e = {.type = t % 9u, .a = u8() % 11u};
+	gmx_ring_entry_t e = {.type = t % 11u, .a = u8() % 11u};
 	uint8_t sq = u8();
 	e.seq = sq & 0x80 ? u64() : (sq & 0x7f);
 	e.x = addr();
@@ -395,12 +400,40 @@ static void op_drain(void)
 			up = (gmx_ring_entry_t){.type = GMX_UP_COMPLETE, .seq = e.seq};
 		else if (e.type == GMX_DOWN_MIGRATE && !(mode & 2))
 			up = (gmx_ring_entry_t){.type = GMX_UP_MIG_DONE, .a = e.a, .seq = e.seq, .x = e.x};
-		else if (e.type != GMX_DOWN_GRANT && e.type != GMX_DOWN_MIGRATE)
+		else if (e.type == GMX_DOWN_LEASE && !(mode & 8)) {
+			up = (gmx_ring_entry_t){.type = GMX_UP_LEASE_ACK, .seq = e.seq, .x = c->last_leased};
+			c->lease = e.a;
+		} else if (e.type != GMX_DOWN_GRANT && e.type != GMX_DOWN_MIGRATE && e.type != GMX_DOWN_LEASE)
 			die("down ring", "an entry of unknown type");
 		if (up.type)
 			push_up(c, &up);
 		if (mode & 4)
 			gmxd__poll_rings();
+	}
+	gmxd__poll_rings();
+}
+
+/* A well-behaved client under its lease: releases within the bound (as its book says), then
+ * completes some of them; with the high bit, one release too many (it is cut off). */
+static void op_leased(void)
+{
+	conn_t *c = pick(1);
+	uint8_t n = u8(), done = u8();
+	if (!c)
+		return;
+	for (uint8_t i = 0; i < (n & 7); i++) {
+		if (c->leased >= c->lease && !(n & 0x80))
+			break;
+		gmx_ring_entry_t e = {.type = GMX_UP_RELEASED, .a = 0, .seq = c->next_seq, .x = 9, .y = (uint64_t)clock_ns};
+		push_up(c, &e);
+		c->last_leased = c->next_seq;
+		if (c->leased < 8)
+			c->lseq[c->leased++] = c->next_seq;
+		c->next_seq++;
+	}
+	while (c->leased && done--) {
+		gmx_ring_entry_t e = {.type = GMX_UP_COMPLETE, .seq = c->lseq[--c->leased], .y = (uint64_t)clock_ns};
+		push_up(c, &e);
 	}
 	gmxd__poll_rings();
 }
@@ -574,9 +607,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size_)
 		die("gmxd__init", cfg.policy);
 	check_books("init");
 	static const char *names[] = {"connect", "push", "notices", "drain",	"hangup", "sockdata", "corrupt",
-				      "time",	 "status", "pending", "alloc", "free",	 "predicted"};
+				      "time",	 "status", "pending", "alloc", "free",	 "predicted", "leased"};
 	for (int ops = 0; in_off < in_len && ops < 4096; ops++) {
-		uint8_t op = u8() % 13;
+		uint8_t op = u8() % 14;
 		switch (op) {
 		case 0:
 			op_connect();
@@ -616,6 +649,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size_)
 			break;
 		case 12:
 			op_predicted();
+			break;
+		case 13:
+			op_leased();
 			break;
 		}
 		check_books(names[op]);

@@ -15,6 +15,7 @@
 #define FN_BUCKETS 1024
 
 static fninfo_t *fn_table[FN_BUCKETS];
+static fninfo_t *fn_last; /* the last one looked up: a loop launches the same kernel again */
 
 /* Appends one parameter to fi's layout; 0, or -1 (layout unknown) when out of memory. */
 static int add_param(fninfo_t *fi, size_t off, size_t size)
@@ -63,10 +64,12 @@ static void image_layout(fninfo_t *fi, const gmx_kernel_info_t *k)
 
 fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 {
+	if (fn_last && fn_last->f == f)
+		return fn_last;
 	size_t h = gmx_shim__ptr_hash(f, FN_BUCKETS);
 	for (fninfo_t *fi = fn_table[h]; fi; fi = fi->next)
 		if (fi->f == f)
-			return fi;
+			return fn_last = fi;
 	__typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
 	__typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
 	__typeof__(&cuKernelGetName) kgetname = GMX_REAL(cuKernelGetName);
@@ -121,11 +124,13 @@ fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 		fi->known = 0;
 	fi->next = fn_table[h];
 	fn_table[h] = fi;
+	fn_last = fi;
 	return fi;
 }
 
 void gmx_shim__fn_clear(void)
 {
+	fn_last = NULL;
 	for (size_t i = 0; i < FN_BUCKETS; i++) {
 		fninfo_t *fi = fn_table[i];
 		while (fi) {
@@ -142,6 +147,7 @@ void gmx_shim__fn_clear(void)
 
 void gmx_shim__fn_abandon(void)
 {
+	fn_last = NULL;
 	memset(fn_table, 0, sizeof fn_table);
 }
 
@@ -308,5 +314,29 @@ CUresult gmx_shim__cmd_call_driver(gmx_cmd *c, CUstream s)
 	}
 	default:
 		return CUDA_ERROR_UNKNOWN;
+	}
+}
+
+CUresult gmx_shim__req_call_driver(const gmx_shim_req_t *r, CUstream s)
+{
+	switch (r->kind) {
+	case GMX_CMD_LAUNCH: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchKernel);
+		return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2],
+			  r->shmem, s, r->params, r->extra);
+	}
+	case GMX_CMD_LAUNCH_COOP: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchCooperativeKernel);
+		return fn(r->f, r->grid[0], r->grid[1], r->grid[2], r->block[0], r->block[1], r->block[2],
+			  r->shmem, s, r->params);
+	}
+	case GMX_CMD_LAUNCH_EX: {
+		GMX_REAL_OR_RETURN(fn, cuLaunchKernelEx);
+		CUlaunchConfig cfg = *r->cfg;
+		cfg.hStream = s;
+		return fn(&cfg, r->f, r->params, r->extra);
+	}
+	default:
+		return GMX_SHIM_DIRECT;
 	}
 }

@@ -70,6 +70,10 @@ int gmx_shim__cmd_copy_params(gmx_cmd *c, void **params, void **extra);
  * driver's result. */
 CUresult gmx_shim__cmd_call_driver(gmx_cmd *c, CUstream s);
 
+/* Hands a launch straight from the caller's arguments to the real driver on stream s (no copy:
+ * the caller still holds them); the driver's result, or GMX_SHIM_DIRECT for any other kind. */
+CUresult gmx_shim__req_call_driver(const gmx_shim_req_t *r, CUstream s);
+
 /* Writes c's release line (kind, stream, kernel, parameters, result r) to the shim log. */
 void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r);
 

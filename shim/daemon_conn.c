@@ -26,9 +26,14 @@
 
 int64_t gmx_dl_now_ms(void)
 {
+	return gmx_dl_now_ns() / 1000000;
+}
+
+int64_t gmx_dl_now_ns(void)
+{
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static void wake(int fd)
@@ -315,12 +320,10 @@ static int drain_down(void)
 			break;
 		}
 		if (e.type == GMX_DOWN_GRANT) {
-			seq_slot_t *s = gmx_dl_seq_find(e.seq);
-			if (s && s->state == ST_NOTICED) {
-				s->state = ST_GRANTED;
-				gmx_dl.granted++;
-				grants++;
-			}
+			grants += gmx_dl_apply_down(&e);
+		} else if (e.type == GMX_DOWN_LEASE) {
+			gmx_dl_apply_down(&e);
+			grants += gmx_dl.lease.inflight > 0; /* held commands may go under it */
 		} else if (e.type == GMX_DOWN_MIGRATE) {
 			gmx_dl.migrating = 1;
 			pthread_mutex_unlock(&gmx_dl.lock);

@@ -19,6 +19,7 @@
 #include "shim_internal.h"
 
 #include "gmx_proto.h"
+#include "lease.h"
 
 #include <pthread.h>
 
@@ -30,11 +31,12 @@
 #define GMX_RING_WAIT_MS 2000	    /* an up ring the daemon does not drain for this long ends the session */
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
+#define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints */
 #define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
 #define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
-enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB };
+enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB, ST_LEASED };
 
 typedef struct {
 	uint64_t seq;
@@ -62,6 +64,9 @@ typedef struct {
 	seq_slot_t tbl[SEQ_TABLE];
 	unsigned used;	  /* slots not FREE (tombstones included) */
 	unsigned granted; /* slots GRANTED: granted by the daemon, not yet completed */
+	/* The lease in effect (docs/protocol.md); its commands in flight are the slots LEASED. */
+	gmx_shim_lease_t lease;
+	uint64_t leased_total; /* releases under a lease, all sessions (the shim's log at exit) */
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
 	long reconnect_ms;
@@ -93,8 +98,21 @@ void gmx_dl_desync_locked(void);
  * (nothing logged); D.lock held. */
 void gmx_dl_forget_session(void);
 
-/* Forgets the seq table (a new session, or none); D.lock held. */
+/* Forgets the seq table and the lease (a new session, or none); D.lock held. */
 void gmx_dl_seq_clear(void);
+
+/* Pushes an entry that travels in a batch (a leased release, its completion, a lease
+ * acknowledgement): without waking the daemon unless the up ring passed GMX_RING_FILL_MARK.
+ * D.lock held, region mapped. 0 or -1 (full). */
+int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
+
+/* Applies one down-ring entry that is not a migration order: a GRANT marks its seq, a LEASE
+ * replaces the lease in effect and is acknowledged. Returns 1 for a grant that counted, else 0.
+ * D.lock held. */
+int gmx_dl_apply_down(const gmx_ring_entry_t *e);
+
+/* Nanoseconds of CLOCK_MONOTONIC. */
+int64_t gmx_dl_now_ns(void);
 
 /* The slot of a seq that is noticed or granted, or NULL; D.lock held. */
 seq_slot_t *gmx_dl_seq_find(uint64_t s);

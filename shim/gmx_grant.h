@@ -64,4 +64,9 @@ typedef struct gmx_grant_ops {
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */
 const gmx_grant_ops_t *gmx_grant_from_env(void);
 
+/* Nonzero for a policy whose may_release always says 1 and that hears no completions (queue):
+ * nothing released is then tracked to completion (no driver event per command) and no
+ * in-flight bound applies, as nothing is ever held that a bound would have to stop. */
+int gmx_grant_never_holds(const gmx_grant_ops_t *p);
+
 #endif

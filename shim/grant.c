@@ -1,7 +1,7 @@
 /*
  * Built-in grant policies. The daemon's policy plugs into the same table later.
  *   passthrough  no software queue; the shim is transparent (the default)
- *   queue        every command is queued and granted at once (bounded in flight)
+ *   queue        every command is queued and granted at once (nothing tracked in flight)
  *   hold         a test policy: commands are held while GPUMUX_SHIM_HOLD_FILE exists
  */
 #include "shim_internal.h"
@@ -32,6 +32,11 @@ static int grant_unless_file(void *self, const gmx_shim_cmd_t *cmd)
 static const gmx_grant_ops_t g_passthrough = {"passthrough", 1, grant_always, NULL, NULL, NULL, NULL, NULL};
 static const gmx_grant_ops_t g_queue = {"queue", 0, grant_always, NULL, NULL, NULL, NULL, NULL};
 static const gmx_grant_ops_t g_hold = {"hold", 0, grant_unless_file, NULL, NULL, NULL, NULL, NULL};
+
+int gmx_grant_never_holds(const gmx_grant_ops_t *p)
+{
+	return p == &g_queue;
+}
 
 const gmx_grant_ops_t *gmx_grant_from_env(void)
 {

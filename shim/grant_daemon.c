@@ -67,21 +67,64 @@ seq_slot_t *gmx_dl_seq_find(uint64_t s)
 	return NULL;
 }
 
-void gmx_dl_seq_clear(void)
+/* Empties the seq table (its rebuild starts here: the lease stays). */
+static void tbl_clear(void)
 {
 	memset(gmx_dl.tbl, 0, sizeof gmx_dl.tbl);
 	gmx_dl.used = 0;
 	gmx_dl.granted = 0;
 }
 
+void gmx_dl_seq_clear(void)
+{
+	tbl_clear();
+	memset(&gmx_dl.lease, 0, sizeof gmx_dl.lease);
+}
+
+static int live(int st)
+{
+	return st == ST_NOTICED || st == ST_GRANTED || st == ST_LEASED;
+}
+
+int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+{
+	gmx_ring_t *r = &gmx_dl.region->up;
+	if (GMX_RING_ENTRIES - gmx_ring_space(r) + 1 >= GMX_RING_FILL_MARK)
+		return gmx_dl_push_up(type, a, seq, x, y);
+	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
+	return gmx_ring_push_quiet(r, &e);
+}
+
+int gmx_dl_apply_down(const gmx_ring_entry_t *e)
+{
+	if (e->type == GMX_DOWN_GRANT) {
+		seq_slot_t *g = gmx_dl_seq_find(e->seq);
+		if (g && g->state == ST_NOTICED) {
+			g->state = ST_GRANTED;
+			gmx_dl.granted++;
+			return 1;
+		}
+	} else if (e->type == GMX_DOWN_LEASE) {
+		/* From here on (in the up ring's order) releases count against this lease. */
+		if (gmx_dl_push_batched(GMX_UP_LEASE_ACK, 0, e->seq, gmx_dl.lease.last_seq, 0) != 0) {
+			gmx_shim_lease_apply(&gmx_dl.lease, 0, 0); /* unacknowledged: nothing under it */
+			gmx_dl_desync_locked();
+			return 0;
+		}
+		gmx_shim_lease_apply(&gmx_dl.lease, e->a, (int64_t)e->x);
+	}
+	return 0;
+}
+
+
 static seq_slot_t *seq_insert(uint64_t s)
 {
 	if (gmx_dl.used >= SEQ_TABLE / 2) { /* rebuild without tombstones */
 		static seq_slot_t old[SEQ_TABLE];
 		memcpy(old, gmx_dl.tbl, sizeof old);
-		gmx_dl_seq_clear();
+		tbl_clear();
 		for (size_t i = 0; i < SEQ_TABLE; i++)
-			if (old[i].state == ST_NOTICED || old[i].state == ST_GRANTED) {
+			if (live(old[i].state)) {
 				seq_slot_t *n = seq_insert(old[i].seq);
 				n->state = old[i].state;
 				gmx_dl.granted += n->state == ST_GRANTED;
@@ -90,7 +133,7 @@ static seq_slot_t *seq_insert(uint64_t s)
 			return NULL; /* really full: the caller holds the command and retries */
 	}
 	size_t i = seq_hash(s);
-	while (gmx_dl.tbl[i].state == ST_NOTICED || gmx_dl.tbl[i].state == ST_GRANTED)
+	while (live(gmx_dl.tbl[i].state))
 		i = (i + 1) & (SEQ_TABLE - 1);
 	if (gmx_dl.tbl[i].state == ST_FREE)
 		gmx_dl.used++;
@@ -100,6 +143,87 @@ static seq_slot_t *seq_insert(uint64_t s)
 }
 
 /* ---- the grant policy ---- */
+
+/* Applies what the down ring holds, in order, up to a migration order (only the connection
+ * thread runs those): grants and leases count before the next release. The check is one load
+ * of the ring's tail when nothing came. D.lock held. */
+static void drain_inline(void)
+{
+	gmx_ring_t *r = &gmx_dl.region->down;
+	while (!gmx_dl.migrating) {
+		uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (h == t || t - h > GMX_RING_ENTRIES || r->e[h & (GMX_RING_ENTRIES - 1)].type == GMX_DOWN_MIGRATE)
+			break;
+		gmx_ring_entry_t e;
+		if (gmx_ring_pop(r, &e) != 1)
+			break;
+		gmx_dl_apply_down(&e);
+	}
+}
+
+/* FNV-1a over name and shape: the kernel's identity (0 for what is not a kernel). */
+static uint64_t kernel_id(const gmx_shim_cmd_t *cmd)
+{
+	if (!cmd->name)
+		return 0;
+	uint64_t kid = 1469598103934665603ull;
+	for (const char *p = cmd->name; *p; p++)
+		kid = (kid ^ (unsigned char)*p) * 1099511628211ull;
+	for (int i = 0; i < 3; i++)
+		kid = ((kid ^ cmd->grid[i]) * 1099511628211ull ^ cmd->block[i]) * 1099511628211ull;
+	return (kid ^ cmd->shared_mem) * 1099511628211ull;
+}
+
+/* Releases cmd under the lease: reported in the next batch. 1, or 0 when it cannot be booked
+ * (seq table full, or the up ring short of room for it and the completions owed: it is held and
+ * asked about again). D.lock held. */
+static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
+{
+	/* Room for this release and every leased completion owed, so that none is ever lost: when
+	 * the daemon is behind, the command waits (and the daemon is woken) instead. */
+	if (gmx_ring_space(&gmx_dl.region->up) < gmx_dl.lease.now + 2 + GMX_LEASE_RING_RESERVE) {
+		gmx_ring_t *r = &gmx_dl.region->up;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED)) {
+			uint64_t one = 1;
+			if (write(gmx_dl.efd_up, &one, sizeof one) < 0 && errno != EAGAIN)
+				gmx_shim_log("daemon: eventfd write failed: %s", strerror(errno));
+		}
+		return 0;
+	}
+	seq_slot_t *s = seq_insert(cmd->seq);
+	if (!s)
+		return 0;
+	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), (uint64_t)now) != 0) {
+		s->state = ST_TOMB;
+		return 0;
+	}
+	s->state = ST_LEASED;
+	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
+	gmx_dl.leased_total++;
+	return 1;
+}
+
+/* Announces cmd (its predicted ranges first); the grant comes later. D.lock held. */
+static void notice(const gmx_shim_cmd_t *cmd)
+{
+	/* An oversubscribed client's predicted working set goes first, so the daemon has it when
+	 * the notice may be granted at once. */
+	gmx_tpl_range_t ws[GMX_RANGES_MAX];
+	uint32_t nws = 0;
+	if (gmx_dl.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
+		gmx_shim_wset_predict(cmd, ws, &nws);
+	seq_slot_t *s = seq_insert(cmd->seq);
+	if (s && gmx_ring_space(&gmx_dl.region->up) < nws + 1) {
+		s->state = ST_TOMB; /* ring full: notice again at the next look */
+		s = NULL;
+	}
+	for (uint32_t i = 0; s && i < nws; i++)
+		gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
+	if (s && gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes) != 0)
+		s->state = ST_TOMB;
+}
 
 static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 {
@@ -111,60 +235,22 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 	if (!gmx_dl.connected) {
 		ok = 1;
 	} else {
+		/* A revoke (or a grant) already in the ring counts before this release. */
+		drain_inline();
 		seq_slot_t *s = gmx_dl_seq_find(cmd->seq);
-		if (!s) {
-			uint64_t kid = 0;
-			if (cmd->name) { /* FNV-1a over name and shape: the kernel's identity */
-				kid = 1469598103934665603ull;
-				for (const char *p = cmd->name; *p; p++)
-					kid = (kid ^ (unsigned char)*p) * 1099511628211ull;
-				for (int i = 0; i < 3; i++)
-					kid = ((kid ^ cmd->grid[i]) * 1099511628211ull ^ cmd->block[i]) *
-					      1099511628211ull;
-				kid = (kid ^ cmd->shared_mem) * 1099511628211ull;
-			}
-			/* An oversubscribed client's predicted working set goes first, so the daemon
-			 * has it when the notice may be granted at once. */
-			gmx_tpl_range_t ws[GMX_RANGES_MAX];
-			uint32_t nws = 0;
-			if (gmx_dl.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
-				gmx_shim_wset_predict(cmd, ws, &nws);
-			s = seq_insert(cmd->seq);
-			if (s && gmx_ring_space(&gmx_dl.region->up) < nws + 1) {
-				s->state = ST_TOMB; /* ring full: notice again at the next look */
-				s = NULL;
-			}
-			for (uint32_t i = 0; s && i < nws; i++)
-				gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
-			if (s && gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kid,
-						cmd->bytes) != 0) {
-				s->state = ST_TOMB;
-				s = NULL;
-			}
-		} else if (s->state == ST_GRANTED) {
-			ok = 1;
-		}
-		if (!ok) {
-			/* Grants the thread has not applied yet count now (a migration order stops us:
-			 * only the thread runs those). */
-			gmx_ring_t *r = &gmx_dl.region->down;
-			while (!gmx_dl.migrating) {
-				uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
-				uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-				if (h == t || t - h > GMX_RING_ENTRIES ||
-				    r->e[h & (GMX_RING_ENTRIES - 1)].type != GMX_DOWN_GRANT)
-					break;
-				gmx_ring_entry_t e;
-				if (gmx_ring_pop(r, &e) != 1)
-					break;
-				seq_slot_t *g = gmx_dl_seq_find(e.seq);
-				if (g && g->state == ST_NOTICED) {
-					g->state = ST_GRANTED;
-					gmx_dl.granted++;
-				}
-			}
-			s = gmx_dl_seq_find(cmd->seq);
-			ok = s && s->state == ST_GRANTED;
+		if (s) {
+			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
+		} else if (gmx_dl.lease.inflight) {
+			int64_t now = gmx_dl_now_ns();
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
+						      gmx_dl.granted);
+			if (d == GMX_LEASE_RELEASE)
+				ok = lease_release(cmd, now);
+			else if (d == GMX_LEASE_ASK)
+				notice(cmd);
+			/* GMX_LEASE_HOLD: asked again once a leased command completed */
+		} else {
+			notice(cmd);
 		}
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
@@ -178,7 +264,13 @@ static void grant_completed(void *self, uint64_t seq)
 		return;
 	pthread_mutex_lock(&gmx_dl.lock);
 	seq_slot_t *s = gmx_dl.connected ? gmx_dl_seq_find(seq) : NULL;
-	if (s && s->state == ST_GRANTED) {
+	if (s && s->state == ST_LEASED) {
+		/* Leased work completes in batches: the daemon reads it on its own schedule. */
+		s->state = ST_TOMB;
+		gmx_shim_lease_completed(&gmx_dl.lease);
+		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)gmx_dl_now_ns()) != 0)
+			gmx_dl_desync_locked();
+	} else if (s && s->state == ST_GRANTED) {
 		s->state = ST_TOMB;
 		gmx_dl.granted--;
 		if (gmx_dl_push_up(GMX_UP_COMPLETE, 0, seq, 0, 0) != 0)

@@ -64,6 +64,7 @@ struct gmx_sq {
 	CUevent *pool; /* spare completion events of this context */
 	int npool, cappool;
 	CUresult deferred; /* first error of a release, reported at the next synchronisation */
+	int syncers;	   /* threads waiting in the driver on one of its ring's events (no lock) */
 };
 
 #define EV_BUCKETS 1024
@@ -78,7 +79,9 @@ static struct {
 	int inflight, inflight_max;
 	long poll_ns;
 	int dispatcher;
-	unsigned gen; /* bumped when a queue is freed: invalidates per-thread caches */
+	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */
+	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
+	unsigned gen;  /* bumped when a queue is freed: invalidates per-thread caches */
 	int captures;
 	evinfo_t *ev[EV_BUCKETS];
 	gmx_cmd *free_cmds;
@@ -87,11 +90,15 @@ static struct {
        .cv_done = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
-static __thread int tl_dispatcher;
-static __thread CUcontext tl_disp_ctx;
-static __thread gmx_sq *tl_last_q;
-static __thread CUstream tl_last_stream;
-static __thread unsigned tl_last_gen;
+/* Initial-exec TLS: a few bytes of the static TLS block, read without a __tls_get_addr call on
+ * every launch (glibc keeps surplus static TLS for libraries loaded by dlopen, as this one may be). */
+#define GMX_TLS __thread __attribute__((tls_model("initial-exec")))
+static GMX_TLS int tl_dispatcher;
+static GMX_TLS CUcontext tl_disp_ctx;
+static GMX_TLS gmx_sq *tl_last_q;
+static GMX_TLS CUstream tl_last_stream;
+static GMX_TLS unsigned tl_last_gen;
+static int g_inited; /* init_once ran (read without pthread_once on the launch path) */
 
 static long env_long(const char *name, long def, long lo, long hi)
 {
@@ -114,10 +121,14 @@ static void init_once(void)
 	    (int)env_long("GPUMUX_SHIM_INFLIGHT", GMX_INFLIGHT_DEFAULT, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
 	g.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
+	__atomic_store_n(&g.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
+	__atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
 
 static void ensure_init(void)
 {
+	if (GMX_LIKELY(__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE)))
+		return;
 	gmx_shim_load();
 	pthread_once(&g_init_once, init_once);
 }
@@ -337,13 +348,13 @@ static void release_head(gmx_sq *q)
 	q->head = c->next;
 	if (!q->head)
 		q->tail = NULL;
-	g.queued--;
+	__atomic_sub_fetch(&g.queued, 1, __ATOMIC_RELAXED); /* read without the lock: enqueue */
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
 	if (c->evi)
 		c->evi->pending--;
 	int tracked = 0;
-	if (r == CUDA_SUCCESS && counted(c->info.kind)) {
+	if (r == CUDA_SUCCESS && counted(c->info.kind) && !g.untracked) {
 		CUevent done = NULL;
 		if (q->npool > 0) {
 			done = q->pool[--q->npool];
@@ -449,9 +460,11 @@ static void *dispatcher_main(void *arg)
 	pthread_mutex_lock(&g.lock);
 	for (;;) {
 		pump();
-		if (g.queued == 0 && g.inflight == 0)
+		if (g.queued == 0 && g.inflight == 0) {
+			g.disp_idle = 1;
 			pthread_cond_wait(&g.cv_work, &g.lock);
-		else
+			g.disp_idle = 0;
+		} else
 			timed_wait(&g.cv_work);
 	}
 	return NULL;
@@ -474,17 +487,44 @@ static void ensure_dispatcher(void)
 	pthread_attr_destroy(&a);
 }
 
-/* Waits, pumping, until done(arg) holds. Lock held. */
-static void wait_until(int (*done)(const void *), const void *arg)
+/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
+ * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
+ * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
+ * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
+ * them (stream_retired). 1 if it waited. Lock held. */
+static int wait_oldest(gmx_sq *q)
+{
+	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
+	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es)
+		return 0;
+	CUevent e = q->ring[q->rhead];
+	q->syncers++;
+	pthread_mutex_unlock(&g.lock);
+	es(e);
+	pthread_mutex_lock(&g.lock);
+	q->syncers--;
+	return 1;
+}
+
+/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
+ * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
+static void wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 {
 	while (!done(arg)) {
 		pump();
 		if (done(arg))
 			break;
+		if (wait_oldest(q))
+			continue;
 		ensure_dispatcher();
 		pthread_cond_signal(&g.cv_work);
 		timed_wait(&g.cv_done);
 	}
+}
+
+static void wait_until(int (*done)(const void *), const void *arg)
+{
+	wait_until_q(done, arg, NULL);
 }
 
 /* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */
@@ -515,7 +555,7 @@ static int stream_retired(const void *arg)
 		return 0;
 	if (q->rlen > 0)
 		reap();
-	return q->rlen == 0;
+	return q->rlen == 0 && q->syncers == 0;
 }
 
 static int event_released(const void *arg)
@@ -530,18 +570,14 @@ static gmx_cmd *cmd_alloc(void)
 {
 	gmx_cmd *c = g.free_cmds;
 	if (c) {
+		/* Only what enqueue does not always write is reset (the whole command is ~480
+		 * bytes; its buffers are kept): r is copied, cfg and extra are written where read. */
 		g.free_cmds = c->next;
-		unsigned char *buf = c->buf;
-		size_t bufcap = c->bufcap, pvcap = c->pvcap, attrcap = c->attrcap;
-		void **pv = c->pv;
-		CUlaunchAttribute *attrs = c->attrs;
-		memset(c, 0, sizeof *c);
-		c->buf = buf;
-		c->bufcap = bufcap;
-		c->pv = pv;
-		c->pvcap = pvcap;
-		c->attrs = attrs;
-		c->attrcap = attrcap;
+		memset(&c->info, 0, sizeof c->info);
+		c->fi = NULL;
+		c->evi = NULL;
+		c->dep_q = NULL;
+		c->dep_seq = 0;
 		return c;
 	}
 	return calloc(1, sizeof *c);
@@ -575,6 +611,19 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	if (!q) {
 		pthread_mutex_unlock(&g.lock);
 		return GMX_SHIM_DIRECT; /* no context or an invalid stream: the driver says which */
+	}
+	/* Straight through (gmx_shim_straight: the hooks call the driver without coming here) for
+	 * what that leaves to the queue: the per-thread default stream, mapped to the shim's stream
+	 * for this thread, and launches before the queue was set up. The driver gets the call the
+	 * application made, in the caller's own context, so that context need not be the stream's as
+	 * for a release. */
+	if (g.untracked && g.queued == 0 && gmx_shim_log_fd < 0) {
+		CUresult r = gmx_shim__req_call_driver(req, q->real);
+		if (r != GMX_SHIM_DIRECT) {
+			g.seq++;
+			pthread_mutex_unlock(&g.lock);
+			return r;
+		}
 	}
 	gmx_cmd *c = cmd_alloc();
 	if (!c) {
@@ -651,15 +700,24 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	else
 		q->head = c;
 	q->tail = c;
-	g.queued++;
-	/* Fast path: the calling thread releases what it may right away. */
-	if (q->head == c && q->ctx == current_ctx() && can_release(c)) {
-		release_head(q);
-		pthread_cond_broadcast(&g.cv_done);
+	__atomic_add_fetch(&g.queued, 1, __ATOMIC_RELAXED);
+	/* Fast path: the calling thread releases what it may right away, retiring what completed
+	 * first when the in-flight bound is what holds it. */
+	if (q->head == c && q->ctx == current_ctx()) {
+		if (counted(c->info.kind) && g.inflight >= g.inflight_max)
+			reap();
+		if (can_release(c)) {
+			release_head(q);
+			pthread_cond_broadcast(&g.cv_done);
+		}
 	}
-	if (g.queued > 0 || g.inflight > 0) {
-		if (g.queued > 0)
-			ensure_dispatcher();
+	/* The dispatcher is woken only for what needs it: work left queued, or work in flight
+	 * while it sleeps without a timeout (it polls completions for the policy). Waking it for
+	 * every command would cost a futex call and a lock hand-over per launch. */
+	if (g.queued > 0) {
+		ensure_dispatcher();
+		pthread_cond_signal(&g.cv_work);
+	} else if (g.inflight > 0 && g.disp_idle) {
 		pthread_cond_signal(&g.cv_work);
 	}
 	pthread_mutex_unlock(&g.lock);
@@ -712,7 +770,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 	CUstream out = s;
 	note_host_wait();
 	if (q) {
-		wait_until(stream_released, q);
+		wait_until_q(stream_released, q, q);
 		out = q->ptds ? q->real : s;
 		*err = q->deferred;
 		q->deferred = CUDA_SUCCESS;
@@ -883,9 +941,10 @@ void gmx_shim_queue_atfork_child(void)
 	pthread_cond_init(&g.cv_work, NULL);
 	pthread_cond_init(&g.cv_done, NULL);
 	g.queues = NULL;
-	g.queued = 0;
+	__atomic_store_n(&g.queued, 0, __ATOMIC_RELAXED);
 	g.inflight = 0;
 	g.dispatcher = 0;
+	g.disp_idle = 0;
 	g.captures = 0;
 	g.free_cmds = NULL;
 	g.gen++;
@@ -894,4 +953,11 @@ void gmx_shim_queue_atfork_child(void)
 	tl_last_q = NULL;
 	tl_disp_ctx = NULL;
 	pthread_mutex_unlock(&g.lock);
+}
+
+int gmx_shim_straight(CUstream s, int ptsz)
+{
+	/* g.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
+	return __atomic_load_n(&g.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
+	       __atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) == 0;
 }

@@ -40,6 +40,14 @@ typedef struct {
  * CUDA_SUCCESS, a driver error for a bad handle, or GMX_SHIM_DIRECT. */
 CUresult gmx_shim_enqueue(const gmx_shim_req_t *req);
 
+/* Nonzero when a launch on stream s may go straight to the driver, unqueued and without the
+ * queue lock: the policy never holds (queue), nothing is queued anywhere in the process (so no
+ * ordering rule can hold it), no log is written and s is not the per-thread default stream
+ * (which is mapped to the shim's own stream). A command another thread queues at the same
+ * moment is not ordered against this one by anything the application did, as with two threads
+ * calling the driver; once the application orders them, this load sees it queued. */
+int gmx_shim_straight(CUstream s, int ptsz);
+
 /* Nonzero if the stream is being captured (its work must go straight to the driver). */
 int gmx_shim_capturing(CUstream s, int ptsz);
 

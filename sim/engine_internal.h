@@ -84,6 +84,11 @@ typedef struct stask {
 	uint64_t exec_unit;
 	uint32_t exec_op;
 	int held;			/* preempted: its kernels wait for its next turn */
+	/* Its lease (gmx_lease_t; inflight 0: none), its leased commands in flight, and its
+	 * commands the policy holds (a command goes leased only when none waits before it). */
+	gmx_lease_t lease;
+	uint32_t leased_now, waiting;
+	uint64_t leased;
 	/* Events (GMX_OP_RECORD/WAIT), numbered densely: ev_of_op maps an op to its
 	 * event; an event's latest record is (ev_slot, ev_count), ev_count 0 = none. */
 	uint32_t *ev_of_op, *ev_slot;
@@ -111,6 +116,7 @@ typedef struct sim {
 	int64_t mig_last[GMX_MAX_TASKS][2]; /* timeline: 1 + index of the task's last migration span in, out */
 	gmx_memspace_t mem;
 	gmx_ideal_t *ideal;
+	int64_t ideal_last_end, ideal_switch_at; /* ideal: end of its last op; when the running turn's space was freed */
 	gmx_msched_t *ms; /* msched modes */
 	int64_t *progress;
 	uint64_t rng;
@@ -151,6 +157,14 @@ uint64_t gmx_sim__rng_next(sim_t *s);
 
 /* Solo time of a GPU op on this device, rescaled from the workload's device. */
 int64_t gmx_sim__op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *op);
+
+/* Releases command x of a task that holds a lease when the lease allows it at now: the device
+ * releases it itself (marked leased) before the policy hears of it; the caller starts it
+ * (gmx_sim__start_ready) once the policy has. 1 if it did. */
+int gmx_sim__lease_release(sim_t *s, scmd_t *x);
+
+/* Starts every submitted command that may start now. */
+void gmx_sim__start_ready(sim_t *s);
 
 /* Host threads (host.c). */
 void gmx_sim__start_unit(sim_t *s, uint32_t t, int64_t started);

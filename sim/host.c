@@ -211,7 +211,12 @@ static void issue_gpu_op(sim_t *s, uint32_t t, const gmx_op_t *op)
 	tk->outstanding++;
 	tk->slots[x->slot].outstanding++;
 	tk->slots[x->slot].issued++;
+	int leased = gmx_sim__lease_release(s, x);
+	if (!leased)
+		tk->waiting++;
 	s->cfg->policy->on_launch(s->policy, &x->c);
+	if (leased)
+		gmx_sim__start_ready(s);
 }
 
 /* Issues ops until the host must wait: think time, a synchronisation, or the

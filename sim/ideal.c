@@ -41,6 +41,13 @@ struct gmx_ideal {
 	int has_tl;            /* gmx_ideal_timeline was called */
 	int64_t tl_wait[GMX_MAX_TASKS], tl_left[GMX_MAX_TASKS], tl_slice, tl_others;
 	uint32_t pending_n, pending_cap;
+	/* The switch constraint: units the running turn has touched (by turn
+	 * generation), their bytes, and the bytes of the previous turn's last op. */
+	uint64_t *turn_pages, *op_pages; /* bitmaps over 4 KB pages: touched this turn, by this op */
+	uint64_t (*marked)[2];           /* page ranges set in turn_pages, to clear at the next turn */
+	uint32_t n_marked, cap_marked;
+	int turn_task;
+	uint64_t capacity_bytes, turn_bytes, last_op_bytes, prev_last_op_bytes;
 };
 
 static int is_gpu_op(uint8_t k)
@@ -279,7 +286,11 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 	id->key = calloc((size_t)id->n_bigs + 1, sizeof(int64_t));
 	id->stamp = calloc((size_t)id->n_bigs + 1, sizeof(uint64_t));
 	id->ubigs = calloc((size_t)id->n_bigs + 1, 1);
-	int rc = (!id->resident || !id->key || !id->stamp || !id->ubigs) ? -ENOMEM : 0;
+	id->turn_pages = calloc((size_t)id->n_bigs / 4 + 1, sizeof(uint64_t)); /* 16 pages per big page */
+	id->op_pages = calloc((size_t)id->n_bigs / 4 + 1, sizeof(uint64_t));
+	id->capacity_bytes = capacity;
+	id->turn_task = -1;
+	int rc = (!id->resident || !id->key || !id->stamp || !id->ubigs || !id->turn_pages || !id->op_pages) ? -ENOMEM : 0;
 	for (uint32_t t = 0; !rc && t < n; t++)
 		rc = build_index(id, m, t, w[t]);
 	if (rc) {
@@ -322,6 +333,9 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 	free(id->pending);
 	free(id->stamp_end);
 	free(id->ubigs);
+	free(id->turn_pages);
+	free(id->op_pages);
+	free(id->marked);
 	free(id->resident);
 	free(id->key);
 	free(id->stamp);
@@ -398,6 +412,57 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 	return rc;
 }
 
+/* Sets (on) or clears bits lo..hi of bm; returns how many changed. */
+static uint64_t mark_pages(uint64_t *bm, uint64_t lo, uint64_t hi, int on)
+{
+	uint64_t changed = 0;
+	for (uint64_t b = lo; b <= hi;) {
+		uint64_t wi = b >> 6, sh = b & 63, e = hi - (wi << 6) < 63 ? hi - (wi << 6) : 63;
+		uint64_t bits = (e - sh == 63) ? ~0ull : (((1ull << (e - sh + 1)) - 1) << sh);
+		uint64_t old = bm[wi];
+		bm[wi] = on ? old | bits : old & ~bits;
+		changed += (uint64_t)__builtin_popcountll(on ? bits & ~old : bits & old);
+		b = (wi << 6) + e + 1;
+	}
+	return changed;
+}
+
+/* The switch constraint's counts at 4 KB pages, what any policy must hold:
+ * the bytes op o touches (last_op_bytes) and those its turn has touched so far
+ * (turn_bytes). 0 or -ENOMEM. */
+static int count_pages(gmx_ideal_t *id, const task_index_t *ti, const gmx_workload_t *w, const gmx_op_t *o)
+{
+	uint64_t op_bytes = 0;
+	for (int on = 1; on >= 0; on--)
+		for (uint32_t r = 0; r < o->region_count; r++) {
+			const gmx_region_t *g = &w->regions[o->region_first + r];
+			if (!g->length)
+				continue;
+			uint64_t base = (uint64_t)ti->buf_big[g->buffer] << (GMX_BIG_SHIFT - 12);
+			uint64_t lo = base + (g->offset >> 12), hi = base + ((g->offset + g->length - 1) >> 12);
+			uint64_t n = mark_pages(id->op_pages, lo, hi, on);
+			if (!on)
+				continue;
+			op_bytes += n << 12;
+			uint64_t fresh = mark_pages(id->turn_pages, lo, hi, 1);
+			if (!fresh)
+				continue;
+			id->turn_bytes += fresh << 12;
+			if (id->n_marked == id->cap_marked) {
+				uint32_t ncap = id->cap_marked ? 2 * id->cap_marked : 256;
+				uint64_t(*p)[2] = realloc(id->marked, ncap * sizeof(*p));
+				if (!p)
+					return -ENOMEM;
+				id->marked = p;
+				id->cap_marked = ncap;
+			}
+			id->marked[id->n_marked][0] = lo;
+			id->marked[id->n_marked++][1] = hi;
+		}
+	id->last_op_bytes = op_bytes;
+	return 0;
+}
+
 int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op, const int64_t *progress,
 		     gmx_ideal_moves_t *out)
 {
@@ -416,6 +481,17 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 		id->stamp_cap = ncap;
 	}
 	id->free_at = INT64_MIN;
+	int new_turn = id->turn_task != (int)task;
+	if (new_turn) {
+		id->turn_task = (int)task;
+		id->prev_last_op_bytes = id->last_op_bytes;
+		id->turn_bytes = 0;
+		for (uint32_t i = 0; i < id->n_marked; i++)
+			(void)mark_pages(id->turn_pages, id->marked[i][0], id->marked[i][1], 0);
+		id->n_marked = 0;
+	}
+	if (count_pages(id, ti, w, o))
+		return -ENOMEM;
 	/* Pass 0 pins and re-keys what is already resident, so that pass 1's
 	 * evictions can never take a page this op needs. */
 	for (int pass = 0; pass < 2; pass++) {
@@ -454,6 +530,10 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	out->in_bytes = id->in_bytes - in0;
 	out->out_bytes = id->out_bytes - out0;
 	out->free_at = id->free_at;
+	out->new_turn = new_turn;
+	out->turn_bytes = id->turn_bytes;
+	uint64_t room = id->capacity_bytes > id->prev_last_op_bytes ? id->capacity_bytes - id->prev_last_op_bytes : 0;
+	out->after_switch_bytes = id->turn_bytes > room ? id->turn_bytes - room : 0;
 	/* Stale heap entries pile up as keys change; rebuild when they dominate. */
 	if (ti->heap_n > 4 * ti->live + 4096) {
 		uint32_t k = 0;

@@ -20,6 +20,15 @@ typedef struct gmx_ideal_moves {
 	 * victims' last uses (gmx_ideal_used_until); INT64_MIN when no page was
 	 * evicted or the victims were never used since the warm fill. */
 	int64_t free_at;
+	/* The switch constraint (docs/simulator.md): new_turn is 1 when this op
+	 * is the first of its task since another task's op ran; turn_bytes counts
+	 * the distinct bytes the turn has touched so far, this op included; of
+	 * them, after_switch_bytes cannot have been resident when the turn began
+	 * (the previous turn's last op held its own pages then, so at most the
+	 * capacity less those was free for this task's): they cross the link
+	 * after the switch, whatever the policy. */
+	int new_turn;
+	uint64_t turn_bytes, after_switch_bytes;
 } gmx_ideal_moves_t;
 
 /* Builds the next-use index for n tasks laid out in m (used only for its

@@ -8,9 +8,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The task lists of priority eviction: unlink c from its task's list, or append it. */
+static void task_list_remove(gmx_memspace_t *m, uint32_t c)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	if (k->tprev != GMX_NO_CHUNK)
+		m->chunks[k->tprev].tnext = k->tnext;
+	else
+		m->thead[k->task] = k->tnext;
+	if (k->tnext != GMX_NO_CHUNK)
+		m->chunks[k->tnext].tprev = k->tprev;
+	else
+		m->ttail[k->task] = k->tprev;
+	k->tprev = k->tnext = GMX_NO_CHUNK;
+}
+
+static void task_list_append(gmx_memspace_t *m, uint32_t c)
+{
+	gmx_chunk_t *k = &m->chunks[c];
+	uint32_t t = k->task;
+	k->pop = m->pops++;
+	k->tprev = m->ttail[t];
+	k->tnext = GMX_NO_CHUNK;
+	if (m->ttail[t] != GMX_NO_CHUNK)
+		m->chunks[m->ttail[t]].tnext = c;
+	else
+		m->thead[t] = c;
+	m->ttail[t] = c;
+}
+
 static void list_remove(gmx_memspace_t *m, uint32_t c)
 {
 	gmx_chunk_t *k = &m->chunks[c];
+	if (m->prio_evict)
+		task_list_remove(m, c);
 	if (k->prev != GMX_NO_CHUNK)
 		m->chunks[k->prev].next = k->next;
 	else
@@ -25,6 +56,8 @@ static void list_remove(gmx_memspace_t *m, uint32_t c)
 static void list_append(gmx_memspace_t *m, uint32_t c)
 {
 	gmx_chunk_t *k = &m->chunks[c];
+	if (m->prio_evict)
+		task_list_append(m, c);
 	k->prev = m->tail;
 	k->next = GMX_NO_CHUNK;
 	if (m->tail != GMX_NO_CHUNK)
@@ -77,6 +110,40 @@ int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_
 	}
 	m->capacity_chunks = capacity >> GMX_CHUNK_SHIFT;
 	return 0;
+}
+
+void gmx_memspace_prio_evict(gmx_memspace_t *m, const int *priority)
+{
+	m->prio_evict = 1;
+	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
+		m->rank[t] = (int8_t)(t < m->n_tasks ? priority[t] : 0);
+		m->thead[t] = m->ttail[t] = GMX_NO_CHUNK;
+	}
+	for (uint32_t c = 0; c < m->n_chunks; c++)
+		m->chunks[c].tprev = m->chunks[c].tnext = GMX_NO_CHUNK;
+}
+
+/* Priority eviction's victim: the earliest populated chunk not stamped `stamp` among the
+ * tasks of the worst level that has one; GMX_NO_CHUNK when none. O(tasks) but for stamped
+ * chunks skipped. */
+static uint32_t prio_victim(const gmx_memspace_t *m, uint64_t stamp)
+{
+	for (int level = GMX_PRIORITY_LEVELS - 1; level >= 0; level--) {
+		uint32_t best = GMX_NO_CHUNK;
+		for (uint32_t t = 0; t < m->n_tasks; t++) {
+			if (m->rank[t] != level)
+				continue;
+			uint32_t v = m->thead[t];
+			while (v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
+				v = m->chunks[v].tnext;
+			if (v != GMX_NO_CHUNK &&
+			    (best == GMX_NO_CHUNK || m->chunks[v].pop < m->chunks[best].pop))
+				best = v;
+		}
+		if (best != GMX_NO_CHUNK)
+			return best;
+	}
+	return GMX_NO_CHUNK;
 }
 
 void gmx_memspace_free(gmx_memspace_t *m)
@@ -157,7 +224,9 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	k->stamp = stamp;
 	if (!k->resident) {
 		while (m->used_chunks >= m->capacity_chunks) {
-			uint32_t v = m->protect ? protected_victim(m, k->task, stamp) : m->head;
+			uint32_t v = m->protect	     ? protected_victim(m, k->task, stamp)
+				     : m->prio_evict ? prio_victim(m, stamp)
+						     : m->head;
 			while (!m->protect && v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
 				v = m->chunks[v].next;
 			if (v == GMX_NO_CHUNK)

@@ -37,6 +37,8 @@ typedef struct gmx_chunk {
 	int64_t evicted_at;    /* last eviction time, -1 never: thrashing detection */
 	uint8_t thrash_events; /* consecutive quick re-faults */
 	uint8_t throttles;
+	uint32_t tprev, tnext; /* population order within its task (priority eviction only) */
+	uint64_t pop;	       /* when it was populated, in populations (priority eviction only) */
 } gmx_chunk_t;
 
 typedef struct gmx_memspace {
@@ -62,6 +64,11 @@ typedef struct gmx_memspace {
 	int prio_worst; /* the worst priority among the tasks */
 	const uint8_t *ws; /* per chunk: in a task's predicted working set (only those are protected);
 			      NULL: every chunk; owned by whoever set it */
+	/* Priority eviction (gmx_memspace_prio_evict): off, the driver's order alone. */
+	int prio_evict;
+	int8_t rank[GMX_MAX_TASKS];			/* each task's priority, 0 best */
+	uint32_t thead[GMX_MAX_TASKS], ttail[GMX_MAX_TASKS]; /* each task's population order */
+	uint64_t pops;					/* populations so far */
 } gmx_memspace_t;
 
 /* Lays out the buffers of n tasks; capacity in bytes. 0, -ENOMEM or -E2BIG. */
@@ -98,6 +105,12 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 
 /* Evicts chunk c to the host; returns the bytes written back. */
 uint64_t gmx_memspace_evict(gmx_memspace_t *m, uint32_t c, int64_t now);
+
+/* Turns on priority eviction (TGS, docs/baselines.md): a chunk to evict is the earliest
+ * populated among the tasks of the worst priority level that has one (priority[t], 0 best),
+ * so a better level's chunks go only when no worse level holds any. Call after init, before
+ * anything is populated. */
+void gmx_memspace_prio_evict(gmx_memspace_t *m, const int *priority);
 
 /* Fills device memory in task then buffer order until capacity (the warm
  * start every mode shares: applications initialise their data in order). */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define SI_MAGIC 0x676d78736e6431ull /* "gmxsnd1" */
-#define SI_VERSION 3
+#define SI_VERSION 4
 
 typedef struct {
 	int32_t kind, stream, state, next;
@@ -60,7 +60,8 @@ typedef struct {
 	uint64_t magic, version;
 	pthread_mutex_t lock;
 	int64_t gpu_t, run_end, slice_ns, slice_start, last_reap;
-	int32_t run_slot, run_cmd, cur_slot, pad;
+	int32_t run_slot, run_cmd, cur_slot;
+	int32_t hi; /* one past the highest slot in use: every scan stops there */
 	uint64_t mem_total;
 	si_slot_t slots[SI_SLOTS];
 } si_shm_t;
@@ -104,10 +105,17 @@ static void slot_reset(si_slot_t *s)
 	s->free_head = 0;
 }
 
+/* Lowers E->hi past the slots no longer in use at the top. */
+static void hi_shrink(void)
+{
+	while (E->hi > 0 && !E->slots[E->hi - 1].in_use)
+		E->hi--;
+}
+
 /* Frees the slots of processes that no longer exist; drops their running command. */
 static void reap_dead(void)
 {
-	for (int i = 0; i < SI_SLOTS; i++) {
+	for (int i = 0; i < E->hi; i++) {
 		si_slot_t *s = &E->slots[i];
 		if (!s->in_use || i == g_slot)
 			continue;
@@ -117,6 +125,7 @@ static void reap_dead(void)
 			slot_reset(s);
 		}
 	}
+	hi_shrink();
 }
 
 static void lock(void)
@@ -125,6 +134,8 @@ static void lock(void)
 	if (r == EOWNERDEAD) {
 		/* The holder died mid-update: its own slot is reclaimed; the shared fields it may have
 		 * been changing (the running command) are re-validated. */
+		E->hi = SI_SLOTS; /* it may have been moving the bound: look at every slot */
+		hi_shrink();
 		reap_dead();
 		if (E->run_slot >= 0 && (!E->slots[E->run_slot].in_use ||
 					 E->slots[E->run_slot].cmds[E->run_cmd].state != C_PENDING))
@@ -192,7 +203,7 @@ static void pop_head(si_slot_t *s, int si, int64_t t)
 static int settle(int64_t t)
 {
 	int progress = 0;
-	for (int i = 0; i < SI_SLOTS; i++) {
+	for (int i = 0; i < E->hi; i++) {
 		si_slot_t *s = &E->slots[i];
 		if (!s->in_use)
 			continue;
@@ -241,7 +252,7 @@ static void advance(int64_t now)
 		}
 		/* Earliest time any runnable timed command could start. */
 		int64_t t0 = INT64_MAX;
-		for (int i = 0; i < SI_SLOTS; i++) {
+		for (int i = 0; i < E->hi; i++) {
 			si_slot_t *s = &E->slots[i];
 			if (!s->in_use)
 				continue;
@@ -266,14 +277,14 @@ static void advance(int64_t now)
 		/* Time slicing: the current process keeps the GPU until its slice ends; then the next
 		 * process (round robin) with runnable work. Oldest command first within a process. */
 		int pick_slot = -1, pick_cmd = -1;
-		for (int n = 0; n <= SI_SLOTS && pick_slot < 0; n++) {
+		for (int n = 0; n <= E->hi && pick_slot < 0; n++) {
 			int i;
 			if (n == 0) {
 				if (E->cur_slot < 0 || t0 - E->slice_start >= E->slice_ns)
 					continue;
 				i = E->cur_slot;
 			} else {
-				i = ((E->cur_slot < 0 ? -1 : E->cur_slot) + n) % SI_SLOTS;
+				i = ((E->cur_slot < 0 ? -1 : E->cur_slot) + n) % E->hi;
 			}
 			si_slot_t *s = &E->slots[i];
 			if (!s->in_use)
@@ -354,7 +365,18 @@ int si_engine_attach(void)
 		}
 		si_shm_t *e = m;
 		if (fresh || e->magic != SI_MAGIC) {
-			memset(e, 0, sizeof *e);
+			/* A fresh file reads as zeroes (every slot free); anything else is cut to nothing
+			 * and grown again, so that it does too. Slots are written only when a process
+			 * takes one: the file stays sparse however many slots there are. */
+			if (!fresh && (ftruncate(fd, 0) != 0 || ftruncate(fd, sizeof(si_shm_t)) != 0)) {
+				fprintf(stderr, "gpumux stand-in: cannot reset %s: %s\n", path,
+					strerror(errno));
+				munmap(m, sizeof(si_shm_t));
+				flock(fd, LOCK_UN);
+				close(fd);
+				pthread_mutex_unlock(&g_local);
+				return -1;
+			}
 			pthread_mutexattr_t a;
 			pthread_mutexattr_init(&a);
 			pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -366,8 +388,6 @@ int si_engine_attach(void)
 			e->run_slot = -1;
 			e->cur_slot = -1;
 			e->gpu_t = si_now_ns();
-			for (int i = 0; i < SI_SLOTS; i++)
-				slot_reset(&e->slots[i]);
 			e->version = SI_VERSION;
 			__atomic_store_n(&e->magic, SI_MAGIC, __ATOMIC_RELEASE);
 		} else if (e->version != SI_VERSION) {
@@ -406,13 +426,17 @@ int si_engine_attach(void)
 		slot_reset(&E->slots[slot]);
 		E->slots[slot].in_use = 1;
 		E->slots[slot].pid = (int32_t)getpid();
+		if (slot >= E->hi)
+			E->hi = slot + 1;
 	}
 	unlock();
 	g_slot = slot;
 	pthread_mutex_unlock(&g_local);
 	if (slot < 0) {
-		fprintf(stderr, "gpumux stand-in: all %d process slots of the simulated GPU are taken\n",
-			SI_SLOTS);
+		fprintf(stderr,
+			"gpumux stand-in: all %d process slots of the simulated GPU are taken (at most %d "
+			"processes use it at once; a slot is freed when its process exits)\n",
+			SI_SLOTS, SI_SLOTS);
 		return -1;
 	}
 	return 0;
@@ -426,6 +450,7 @@ void si_engine_forget(void)
 	if (E->run_slot == g_slot)
 		E->run_slot = -1;
 	slot_reset(&E->slots[g_slot]);
+	hi_shrink();
 	unlock();
 	g_slot = -1;
 }
@@ -744,7 +769,7 @@ int si_mem_reserve(uint64_t bytes)
 {
 	lock();
 	uint64_t used = 0;
-	for (int i = 0; i < SI_SLOTS; i++)
+	for (int i = 0; i < E->hi; i++)
 		if (E->slots[i].in_use)
 			used += E->slots[i].mem_bytes;
 	int ok = used + bytes <= E->mem_total;
@@ -766,7 +791,7 @@ void si_mem_info(uint64_t *free_b, uint64_t *total_b)
 {
 	lock();
 	uint64_t used = 0;
-	for (int i = 0; i < SI_SLOTS; i++)
+	for (int i = 0; i < E->hi; i++)
 		if (E->slots[i].in_use)
 			used += E->slots[i].mem_bytes;
 	*total_b = E->mem_total;

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SI_SLOTS 32   /* processes */
+#define SI_SLOTS 128  /* processes at once (each slot ~290 KB of the shared file, written once used) */
 #define SI_STREAMS 64 /* streams per process (legacy and per-thread included) */
 #define SI_EVENTS 256 /* events per process */
 #define SI_CMDS 2048  /* pending commands per process */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpumux/devalloc.h"
 #include "trace_internal.h"
 
 #ifdef GMX_HAVE_WORKLOAD_IO
@@ -53,11 +54,53 @@ static int count_stream(gmx_trace_stats_t *st, int16_t s)
 	if (st->n_streams == 64)
 		return 0; /* more than 64 streams: the rest are counted in "kernels" only */
 	memmove(&st->stream_id[i + 1], &st->stream_id[i], (st->n_streams - i) * sizeof(st->stream_id[0]));
-	memmove(&st->stream_kernels[i + 1], &st->stream_kernels[i], (st->n_streams - i) * sizeof(st->stream_kernels[0]));
+	memmove(&st->stream_kernels[i + 1], &st->stream_kernels[i],
+		(st->n_streams - i) * sizeof(st->stream_kernels[0]));
 	st->stream_id[i] = s;
 	st->stream_kernels[i] = 1;
 	st->n_streams++;
 	return 0;
+}
+
+/* What the device holds for the workload's allocations as PyTorch's caching
+ * allocator packs them (include/gpumux/devalloc.h): buffers live from the
+ * start are placed first, in index order, then every ALLOC and FREE in op
+ * order; segments are never returned, so the bytes of all segments created is
+ * both the final and the peak figure. 0 or -ENOMEM. */
+static int packed_bytes(const gmx_workload_t *w, const uint8_t *live_at_start, uint64_t *out)
+{
+	*out = 0;
+	gmx_devalloc_t a;
+	gmx_devalloc_init(&a);
+	uint32_t *seg = malloc((w->n_buffers + 1) * sizeof(*seg));
+	uint64_t *off = malloc((w->n_buffers + 1) * sizeof(*off));
+	uint8_t *in = calloc(w->n_buffers + 1, 1);
+	int rc = seg && off && in ? 0 : -ENOMEM;
+	for (uint32_t b = 0; !rc && b < w->n_buffers; b++)
+		if (live_at_start[b] && w->buffers[b].size) {
+			rc = gmx_devalloc_alloc(&a, w->buffers[b].size, &seg[b], &off[b]);
+			in[b] = !rc;
+		}
+	for (uint32_t i = 0; !rc && i < w->n_ops; i++) {
+		const gmx_op_t *o = &w->ops[i];
+		uint32_t b = o->buffer;
+		if (b >= w->n_buffers || !w->buffers[b].size)
+			continue;
+		if (o->kind == GMX_OP_ALLOC && !in[b]) {
+			rc = gmx_devalloc_alloc(&a, w->buffers[b].size, &seg[b], &off[b]);
+			in[b] = !rc;
+		} else if (o->kind == GMX_OP_FREE && in[b]) {
+			gmx_devalloc_release(&a, seg[b], off[b]);
+			in[b] = 0;
+		}
+	}
+	if (!rc)
+		*out = gmx_devalloc_reserved(&a);
+	gmx_devalloc_free(&a);
+	free(seg);
+	free(off);
+	free(in);
+	return rc == -ENOMEM ? -ENOMEM : 0;
 }
 
 int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_trace_stats_t *st)
@@ -94,6 +137,13 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 	}
 	st->peak_allocated_bytes = cur;
 	st->footprint_bytes = gmx_workload_footprint(w);
+	if (packed_bytes(w, live, &st->packed_bytes)) {
+		free(intervals);
+		free(gaps);
+		free(live);
+		free(seen);
+		return -ENOMEM;
+	}
 
 	/* Replay estimate: one host thread issuing after think; each stream runs
 	 * its operations in order as soon as they are issued and it is free. */
@@ -182,8 +232,8 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 		ni = ng = 0;
 		for (uint32_t i = 1; i < info->n_kernels; i++)
 			intervals[ni++] = info->launch_ns[i] >= info->launch_ns[i - 1]
-						  ? info->launch_ns[i] - info->launch_ns[i - 1]
-						  : 0;
+					      ? info->launch_ns[i] - info->launch_ns[i - 1]
+					      : 0;
 		/* Same-stream gaps in GPU start order per stream (kernels of one stream
 		 * do not overlap, so end order is start order). */
 		int64_t prev_end[64];
@@ -201,8 +251,8 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 			}
 			if (prev_end[k] >= 0)
 				gaps[ng++] = (int64_t)info->start_ns[i] > prev_end[k]
-						     ? info->start_ns[i] - (uint64_t)prev_end[k]
-						     : 0;
+						 ? info->start_ns[i] - (uint64_t)prev_end[k]
+						 : 0;
 			prev_end[k] = (int64_t)info->end_ns[i];
 		}
 		if (info->peak_allocated_bytes)
@@ -241,19 +291,22 @@ void gmx_trace_stats_print(const gmx_trace_stats_t *st, const char *label, int j
 		for (uint32_t i = 0; i < st->n_streams; i++)
 			fprintf(out, "%s\"%d\":%llu", i ? "," : "", st->stream_id[i],
 				(unsigned long long)st->stream_kernels[i]);
-		fprintf(out,
-			"},\"tasks\":%u,\"span_s\":%.6f,\"span_source\":\"%s\",\"copies\":%llu,\"memsets\":%llu,"
-			"\"syncs\":%llu,\"allocations\":%llu,\"frees\":%llu,\"memory_events\":%llu,"
-			"\"peak_allocated_bytes\":%llu,\"footprint_bytes\":%llu,\"kernels_with_regions\":%llu,"
-			"\"host_interval_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
-			"\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f}}\n",
-			st->tasks, st->span_s, st->span_recorded ? "recorded" : "estimated",
-			(unsigned long long)st->copies, (unsigned long long)st->memsets, (unsigned long long)st->syncs,
-			(unsigned long long)st->allocations, (unsigned long long)st->frees,
-			(unsigned long long)st->memory_events, (unsigned long long)st->peak_allocated_bytes,
-			(unsigned long long)st->footprint_bytes, (unsigned long long)st->kernels_with_regions,
-			st->host_interval_us[0], st->host_interval_us[1], st->host_interval_us[2], st->gap_us[0],
-			st->gap_us[1], st->gap_us[2]);
+		fprintf(
+		    out,
+		    "},\"tasks\":%u,\"span_s\":%.6f,\"span_source\":\"%s\",\"copies\":%llu,\"memsets\":%llu,"
+		    "\"syncs\":%llu,\"allocations\":%llu,\"frees\":%llu,\"memory_events\":%llu,"
+		    "\"peak_allocated_bytes\":%llu,\"footprint_bytes\":%llu,\"packed_bytes\":%llu,"
+		    "\"kernels_with_regions\":%llu,"
+		    "\"host_interval_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f},"
+		    "\"gap_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f}}\n",
+		    st->tasks, st->span_s, st->span_recorded ? "recorded" : "estimated",
+		    (unsigned long long)st->copies, (unsigned long long)st->memsets,
+		    (unsigned long long)st->syncs, (unsigned long long)st->allocations,
+		    (unsigned long long)st->frees, (unsigned long long)st->memory_events,
+		    (unsigned long long)st->peak_allocated_bytes, (unsigned long long)st->footprint_bytes,
+		    (unsigned long long)st->packed_bytes, (unsigned long long)st->kernels_with_regions,
+		    st->host_interval_us[0], st->host_interval_us[1], st->host_interval_us[2], st->gap_us[0],
+		    st->gap_us[1], st->gap_us[2]);
 		return;
 	}
 	fprintf(out, "%s\n", label ? label : "");
@@ -270,8 +323,11 @@ void gmx_trace_stats_print(const gmx_trace_stats_t *st, const char *label, int j
 	fprintf(out, "  syncs              %llu\n", (unsigned long long)st->syncs);
 	fprintf(out, "  allocations/frees  %llu / %llu\n", (unsigned long long)st->allocations,
 		(unsigned long long)st->frees);
-	fprintf(out, "  peak allocated     %llu bytes (%.2f GiB)\n", (unsigned long long)st->peak_allocated_bytes,
+	fprintf(out, "  peak allocated     %llu bytes (%.2f GiB)\n",
+		(unsigned long long)st->peak_allocated_bytes,
 		(double)st->peak_allocated_bytes / (1024.0 * 1024 * 1024));
+	fprintf(out, "  packed             %llu bytes (%.2f GiB): the caching allocator's segments\n",
+		(unsigned long long)st->packed_bytes, (double)st->packed_bytes / (1024.0 * 1024 * 1024));
 	fprintf(out, "  host interval us   p50 %.3f  p90 %.3f  p99 %.3f\n", st->host_interval_us[0],
 		st->host_interval_us[1], st->host_interval_us[2]);
 	fprintf(out, "  same-stream gap us p50 %.3f  p90 %.3f  p99 %.3f\n", st->gap_us[0], st->gap_us[1],

@@ -28,8 +28,8 @@ typedef enum gmx_trace_format {
 /* Import options. Zero-initialised options mean: detect, Vidur 512 tokens. */
 typedef struct gmx_trace_opts {
 	gmx_trace_format_t format; /* GMX_TRACE_AUTO to detect */
-	uint32_t tokens;           /* Vidur: tokens of the step (0 = 512) */
-	const char *device;        /* Vidur: "a100"/"h100" when the path does not say; may be NULL */
+	uint32_t tokens;	   /* Vidur: tokens of the step (0 = 512) */
+	const char *device;	   /* Vidur: "a100"/"h100" when the path does not say; may be NULL */
 } gmx_trace_opts_t;
 
 /* What the source recorded beyond the workload: the GPU timeline of its kernels
@@ -44,8 +44,8 @@ typedef struct gmx_trace_info {
 	uint64_t *start_ns;  /* GPU start */
 	uint64_t *end_ns;    /* GPU end */
 	int16_t *stream;
-	uint64_t span_ns;              /* first host op to last GPU/host activity */
-	uint64_t memory_events;        /* GPU allocate/free events read */
+	uint64_t span_ns;	       /* first host op to last GPU/host activity */
+	uint64_t memory_events;	       /* GPU allocate/free events read */
 	uint64_t peak_allocated_bytes; /* from the trace's own totals when recorded, else 0 */
 } gmx_trace_info_t;
 
@@ -53,16 +53,17 @@ typedef struct gmx_trace_info {
 typedef struct gmx_trace_stats {
 	uint64_t kernels, copies, memsets, syncs, allocations, frees;
 	uint32_t n_streams;
-	int16_t stream_id[64];   /* first 64 streams, ascending */
+	int16_t stream_id[64]; /* first 64 streams, ascending */
 	uint64_t stream_kernels[64];
 	uint32_t tasks;
 	double span_s;
 	int span_recorded; /* 1: from recorded timestamps; 0: replay estimate */
 	uint64_t peak_allocated_bytes;
 	uint64_t footprint_bytes;
+	uint64_t packed_bytes; /* the allocations as the caching allocator packs them: its segments' bytes */
 	uint64_t memory_events;
 	double host_interval_us[3]; /* p50, p90, p99 */
-	double gap_us[3];           /* p50, p90, p99 */
+	double gap_us[3];	    /* p50, p90, p99 */
 	uint64_t kernels_with_regions;
 } gmx_trace_stats_t;
 

@@ -40,6 +40,9 @@ static const struct gen_pspec cnn_params[] = {
 	{"footprint", GEN_SIZE, NULL, 1, 1ull << 42, NULL,
 	 "total bytes wanted (parameters and the allocator's segments): the largest batch that fits (instead of batch=)"},
 	{"think", GEN_UINT, "5000", 0, 1000000000ull, NULL, "host ns before each launch"},
+	{"autograd", GEN_UINT, "0", 0, 1, NULL,
+	 "1: the pass runs with autograd on (no torch.no_grad()): the activations saved for backward live until the "
+	 "request ends, max pooling also writes its int64 indices"},
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
@@ -61,6 +64,9 @@ typedef struct net {
 	uint32_t *act_buf, *par_buf; /* segment -> buffer (emit) */
 	uint8_t *used;		     /* activation segments the current pass touched */
 	uint32_t cap_used;
+	int keep;      /* autograd on: act_free defers to the end of the request */
+	tens_t *held;  /* the deferred tensors */
+	uint32_t n_held, cap_held;
 	int rc;
 } net_t;
 
@@ -87,10 +93,37 @@ static tens_t act_new(net_t *n, uint32_t c, uint32_t h, uint32_t w)
 	return t;
 }
 
+/* Releases an activation. With autograd on, the autograd graph holds every
+ * activation an operation saved for backward (a convolution's, batch norm's,
+ * pooling's and a GEMM's input, ReLU's result) until the request's output is
+ * dropped: nearly every activation of these models, so all are held. */
 static void act_free(net_t *n, const tens_t *t)
 {
-	if (!n->rc)
+	if (n->rc)
+		return;
+	if (!n->keep) {
 		n->rc = gmx_devalloc_release(&n->act, t->seg, t->off);
+		return;
+	}
+	if (n->n_held == n->cap_held) {
+		uint32_t nc = n->cap_held ? 2 * n->cap_held : 256;
+		tens_t *p = realloc(n->held, nc * sizeof(*p));
+		if (!p) {
+			n->rc = -ENOMEM;
+			return;
+		}
+		n->held = p;
+		n->cap_held = nc;
+	}
+	n->held[n->n_held++] = *t;
+}
+
+/* The end of a request under autograd: the graph is dropped, its tensors freed. */
+static void release_held(net_t *n)
+{
+	for (uint32_t i = 0; i < n->n_held && !n->rc; i++)
+		n->rc = gmx_devalloc_release(&n->act, n->held[i].seg, n->held[i].off);
+	n->n_held = 0;
 }
 
 /* The next parameter tensor of `elems` floats: placed on the first pass. */
@@ -201,6 +234,15 @@ static tens_t pool(net_t *n, const tens_t *x, uint32_t k, uint32_t stride, uint3
 {
 	uint32_t ho = (x->h + 2 * pad - k) / stride + 1, wo = (x->w + 2 * pad - k) / stride + 1;
 	tens_t y = act_new(n, x->c, ho, wo);
+	if (!avg && n->keep) {
+		/* max_pool2d_with_indices: the int64 argmax of every output, saved for
+		 * backward (8 bytes an element: twice the channels of a float tensor) */
+		tens_t idx = act_new(n, 2 * x->c, ho, wo);
+		use_t u[3] = {{x, 1}, {&idx, 1}, {&y, 1}};
+		kern(n, "max_pool2d_with_indices", 0, u, 3);
+		act_free(n, &idx);
+		return y;
+	}
 	use_t u[2] = {{x, 1}, {&y, 1}};
 	kern(n, avg ? "avg_pool2d" : "max_pool2d", 0, u, 2);
 	return y;
@@ -496,6 +538,7 @@ static void request(net_t *n, const char *model)
 	if (n->emit && !n->rc)
 		gen_copy(n->g, GMX_OP_COPY_D2H, n->act_buf[y.seg], y.bytes, 0);
 	act_free(n, &y);
+	release_held(n);
 }
 
 /* Plans passes until one creates no segment (the steady state). Returns the
@@ -527,6 +570,7 @@ static void net_free(net_t *n)
 	gmx_devalloc_free(&n->act);
 	gmx_devalloc_free(&n->par);
 	free(n->params);
+	free(n->held);
 	free(n->act_buf);
 	free(n->par_buf);
 	free(n->used);
@@ -534,7 +578,7 @@ static void net_free(net_t *n)
 
 static uint64_t footprint_at(struct gen_ctx *g, const char *model, uint64_t batch, int *rc)
 {
-	net_t n = {.g = g, .batch = batch};
+	net_t n = {.g = g, .batch = batch, .keep = gen_u(g, "autograd") != 0};
 	uint64_t fp = plan(&n, model);
 	*rc = n.rc;
 	net_free(&n);
@@ -564,7 +608,8 @@ static int cnn_build(struct gen_ctx *g)
 		}
 		batch = lo;
 	}
-	net_t n = {.g = g, .batch = batch, .think = gen_u(g, "think"), .bw = gen_rtx5080_bw(g)};
+	net_t n = {.g = g, .batch = batch, .think = gen_u(g, "think"), .bw = gen_rtx5080_bw(g),
+		   .keep = gen_u(g, "autograd") != 0};
 	plan(&n, model);
 	if (!n.rc) {
 		n.act_buf = calloc(n.act.n_seg ? n.act.n_seg : 1, sizeof(uint32_t));
@@ -573,7 +618,7 @@ static int cnn_build(struct gen_ctx *g)
 			n.rc = -ENOMEM;
 	}
 	char name[96];
-	snprintf(name, sizeof(name), "%s batch %llu", model, (unsigned long long)batch);
+	snprintf(name, sizeof(name), "%s batch %llu%s", model, (unsigned long long)batch, n.keep ? " autograd" : "");
 	if (!n.rc && (gmx_workload_set_str(&g->w->name, name) || gmx_workload_set_str(&g->w->device, "rtx5080") ||
 		      gmx_workload_set_str(&g->w->unit, "request")))
 		n.rc = -ENOMEM;

@@ -1,33 +1,47 @@
 #!/usr/bin/env bash
-# Benchmark of gpumuxd on the stand-in driver (not a test; numbers depend on the machine).
+# Benchmark of gpumux's real path on the stand-in driver (not a test; numbers depend on the
+# machine). Every comparison runs its two sides in turns (bare, gpumux, bare, gpumux, ...) and
+# takes the median of the repeats' ratios, so that a noisy machine's drift cancels.
 #   1. high-priority p99 request latency with a saturating low-priority neighbour, divided by
 #      the same client alone: under gpumux (daemon, policy $POLICY) and without it (the
-#      stand-in's default time slicing between processes);
-#   2. latency the daemon path adds: notice-to-grant in the daemon (median, p99) and the
-#      end-to-end request latency of the client alone under gpumux minus without it;
-#   3. daemon CPU while clients launch 10k kernels per second in all (KERNEL_US=30: ~20k);
-#   4. a high-priority client alone, with and without gpumux, at kernel lengths 5, 50 and
-#      500 µs: launch-to-end latency p50/p99 and the overhead in % (and µs per 5 µs kernel);
-#   5. the maximum launch rate of one client (zero-length kernels, a sync every 64) on the bare
-#      stand-in and through the interposer's passthrough and queue policies and the daemon;
-#   6. daemon CPU per kernel (all its threads, /proc/PID/task/*/schedstat) at 10k and 100k
-#      kernels/s in all with 1, 8 and 64 clients: kernels of 1e6/RATE µs launched back to back
-#      keep the simulated GPU busy, so the GPU sets the rate when the path keeps up; the rate
-#      reached is printed beside each figure.
-# The stand-in runs with GPUMUX_STANDIN_FAST=1 throughout (docs/standin.md).
+#      stand-in's default time slicing between processes); notice-to-grant in the daemon;
+#   2. a high-priority client alone (1 kernel per request, 1 ms apart), with and without gpumux,
+#      at kernel lengths 5, 50 and 500 µs: launch-to-end latency p50/p99, the overhead in % and
+#      the µs added per kernel (medians over REPS pairs of runs);
+#   3. the maximum launch rate of one client (zero-length kernels, a sync every 64, RATE_MS of
+#      launching; 64 over the median time of a batch of 64 launches and its sync) on the bare
+#      stand-in and through the interposer's passthrough and queue policies and the daemon's,
+#      each as a ratio to the bare run of the same round (median over REPS rounds);
+#   4. daemon CPU per kernel: utime+stime of gpumuxd (/proc/PID/stat, all threads) over the
+#      window in which NC clients launch kernels of 1e6/TARGET µs back to back (so the GPU
+#      sets TARGET kernels/s in all when the path keeps up), divided by the kernels launched in
+#      it; TARGET 10k, 100k and 500k kernels/s, NC 1, 8 and 64. The rate reached is printed
+#      beside each figure, marked when it falls short of the target. With more than one client
+#      the stand-in's waits sleep (GPUMUX_STANDIN_FAST=0): 8 or 64 clients spinning would take
+#      the cores from the daemon being measured.
+# The stand-in runs with GPUMUX_STANDIN_FAST=1 (docs/standin.md) but for those clients.
 # Usage: bench_daemon.sh BUILD_DIR [POLICY]   Prints a table, then one JSON line.
-#   QUICK=1: fewer requests and shorter rate runs (~1/3 of the time).
+#   QUICK=1: fewer requests, repeats and shorter windows (~1/3 of the time).
 set -eu
 B=$(cd "$1" && pwd) POLICY=${2:-fikit}
 C=$B/tests/e2e/e2e_client G=$B/gpumux D=$B/gpumuxd
 W=$(mktemp -d /tmp/gmx-bench-daemon.XXXXXX)
-trap 'kill $DPID 2>/dev/null || true; rm -rf "$W"' EXIT
 DPID=
+trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; rm -rf "$W"' EXIT
 export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
-if [ "${QUICK:-0}" = 1 ]; then NREQ=100 NRATE=50000 NRATE_D=5000 SECS=0.3; else NREQ=300 NRATE=200000 NRATE_D=20000 SECS=1; fi
+if [ "${QUICK:-0}" = 1 ]; then
+    NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300
+else
+    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000
+fi
 HP="--kernels hp:200 --count $NREQ --gap-us 1000"
 LP="--kernels lpa:500,lpb:600 --count 100000 --sync-every 32"
-SLOTS=32 # the stand-in's process slots (standin/engine.h SI_SLOTS)
+HZ=$(getconf CLK_TCK)
+# 64 clients and the bench's own status requests: more than the default max_clients (32).
+printf '[daemon]\nmax_clients = 100\nmax_clients_per_user = 100\n' >"$W/gpumuxd.ini"
+
+med() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+calc() { echo "$1" | bc -l; }
 
 # p50/p99 of (kernel end - launch) for a client's log and the stand-in log, in µs.
 lat() { # dir name
@@ -39,18 +53,19 @@ lat() { # dir name
 }
 
 start_daemon() { # dir
-    "$D" --foreground --runtime-dir "$1" --policy "$POLICY" 2>"$1/daemon.log" &
+    "$D" --foreground --config "$W/gpumuxd.ini" --runtime-dir "$1" --policy "$POLICY" 2>"$1/daemon.log" &
     DPID=$!
-    for _ in $(seq 100); do "$G" status >/dev/null 2>&1 && break; sleep 0.05; done
+    for _ in $(seq 100); do GPUMUX_RUNTIME_DIR=$1 "$G" status >/dev/null 2>&1 && break; sleep 0.05; done
 }
 stop_daemon() { kill "$DPID"; wait "$DPID" 2>/dev/null || true; DPID=; }
 
-# run MODE(direct|gpumux) WITH_LP DIR [HP ARGS]: one measurement.
+# Sets the stand-in (and the daemon's runtime directory) for one run in DIR.
+use_dir() { mkdir -p "$1"; export GPUMUX_STANDIN_DIR=$1 GPUMUX_STANDIN_LOG=${2:-} GPUMUX_RUNTIME_DIR=$1; }
+
+# run MODE(direct|gpumux) WITH_LP DIR [HP ARGS]: one latency measurement, prints p50 p99.
 run() {
-    local mode=$1 withlp=$2 dir=$W/$3 hp=${4:-$HP}
-    mkdir -p "$dir"
-    export GPUMUX_STANDIN_DIR=$dir GPUMUX_STANDIN_LOG=$dir/standin.log GPUMUX_RUNTIME_DIR=$dir
-    local lpid=
+    local mode=$1 withlp=$2 dir=$W/$3 hp=${4:-$HP} lpid=
+    use_dir "$dir" "$dir/standin.log"
     [ "$mode" = gpumux ] && start_daemon "$dir"
     if [ "$withlp" = 1 ]; then
         if [ "$mode" = gpumux ]; then
@@ -72,6 +87,7 @@ run() {
     lat "$dir" hp
 }
 
+# 1. HP beside LP.
 read -r a50 a99 < <(run direct 0 alone)
 read -r s50 s99 < <(run direct 1 shared)
 read -r ga50 ga99 < <(run gpumux 0 galone)
@@ -79,88 +95,93 @@ n50=$(jq '.hp_grant_latency_us.p50' "$W/galone/status.json")
 n99=$(jq '.hp_grant_latency_us.p99' "$W/galone/status.json")
 read -r gs50 gs99 < <(run gpumux 1 gshared)
 
-# 4. HP alone at 5/50/500 µs, with and without gpumux.
-declare -A hb50 hb99 hg50 hg99
-for k in 5 50 500; do
-    read -r "hb50[$k]" "hb99[$k]" < <(run direct 0 "hpb$k" "--kernels hp:$k --count $NREQ --gap-us 1000")
-    read -r "hg50[$k]" "hg99[$k]" < <(run gpumux 0 "hpg$k" "--kernels hp:$k --count $NREQ --gap-us 1000")
+# 2. HP alone at 5/50/500 µs, bare and gpumux in turns; per pair: overhead % and µs added.
+declare -A hb50 hb99 hg50 hg99 op50 op99 add50
+for r in $(seq "$REPS"); do
+    for k in 5 50 500; do
+        a="--kernels hp:$k --count $NREQ --gap-us 1000"
+        if [ $((r % 2)) = 1 ]; then # bare first in odd rounds, gpumux first in even ones
+            read -r b50 b99 < <(run direct 0 "hpb$k-$r" "$a")
+            read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "$a")
+        else
+            read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "$a")
+            read -r b50 b99 < <(run direct 0 "hpb$k-$r" "$a")
+        fi
+        hb50[$k]+="$b50 " hb99[$k]+="$b99 " hg50[$k]+="$g50 " hg99[$k]+="$g99 "
+        op50[$k]+="$(calc "100 * ($g50 - $b50) / $b50") " op99[$k]+="$(calc "100 * ($g99 - $b99) / $b99") "
+        add50[$k]+="$(calc "$g50 - $b50") "
+    done
 done
-pct() { echo "100 * ($1 - $2) / $2" | bc -l; }
+mrow() { tr ' ' '\n' <<<"$1" | grep . | med; } # median of a space-separated list
 
-# Nanoseconds of CPU used so far by every thread of process $1.
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'; }
-
-# 5. Maximum launch rate of one client: MODE bare|passthrough|queue|daemon; prints launches/s.
+# 3. Launch rate of one client: MODE bare|passthrough|queue|daemon; prints launches/s.
 rate_run() {
-    local mode=$1 dir=$W/rate-$1 n=$NRATE
-    mkdir -p "$dir"
-    export GPUMUX_STANDIN_DIR=$dir GPUMUX_STANDIN_LOG= GPUMUX_RUNTIME_DIR=$dir
-    local args="--out $dir/c.out --kernels r:0 --sync-every 64 --quiet 1"
+    local mode=$1 dir=$W/rate-$1-$2
+    use_dir "$dir"
+    local args="--out $dir/c.out --kernels r:0 --sync-every 64 --quiet 1 --count 100000000 --for-ms $RATE_MS"
     case $mode in
-    bare) LD_LIBRARY_PATH=$B/standin "$C" $args --count $n ;;
-    passthrough | queue) GPUMUX_SHIM_POLICY=$mode LD_LIBRARY_PATH=$B/shim "$C" $args --count $n ;;
+    bare) LD_LIBRARY_PATH=$B/standin "$C" $args ;;
+    passthrough | queue) GPUMUX_SHIM_POLICY=$mode LD_LIBRARY_PATH=$B/shim "$C" $args ;;
     daemon)
         start_daemon "$dir"
-        "$G" run --priority 3 --name rate -- "$C" $args --count $NRATE_D
+        "$G" run --priority 3 --name rate -- "$C" $args
         stop_daemon ;;
     esac
-    sed -n 's/^rate launches=\([0-9]*\) ns=\([0-9]*\)/\1 \2/p' "$dir/c.out" | awk '{printf "%.0f\n", $1 / ($2 / 1e9)}'
+    # 64 launches over the median time of a batch of 64 and its synchronisation (e2e_client):
+    # a run preempted now and then by other work on the machine hardly moves it.
+    sed -n 's/^rate launches=[0-9]* ns=[0-9]* batch_ns=\([0-9]*\)/\1/p' "$dir/c.out" | awk '{printf "%.0f\n", 64 / ($1 / 1e9)}'
 }
-# The best of 3 runs each (the daemon: one run, it is two orders of magnitude slower).
-best() { sort -n | tail -1; }
-r_bare=$(for _ in 1 2 3; do rate_run bare; done | best)
-r_pt=$(for _ in 1 2 3; do rate_run passthrough; done | best)
-r_q=$(for _ in 1 2 3; do rate_run queue; done | best)
-r_d=$(rate_run daemon)
+declare -A rate ratio
+for r in $(seq "$REPS"); do
+    # Bare first in odd rounds, last in even ones: a position in the round favours no path.
+    order="bare passthrough queue daemon"
+    [ $((r % 2)) = 0 ] && order="daemon queue passthrough bare"
+    declare -A x=()
+    for m in $order; do x[$m]=$(rate_run $m "$r"); done
+    rate[bare]+="${x[bare]} "
+    for m in passthrough queue daemon; do
+        rate[$m]+="${x[$m]} " ratio[$m]+="$(calc "${x[$m]} / ${x[bare]}") "
+    done
+done
 
-# 6. Daemon CPU per kernel: TARGET kernels/s in all, NC clients; prints "kernels/s us/kernel"
-# (or "- -" when NC exceeds the stand-in's process slots).
+# 4. Daemon CPU per kernel: TARGET kernels/s in all, NC clients; prints
+# "kernels/s us/kernel kernels cpu_ticks".
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cpu_run() {
-    local target=$1 nc=$2 dir=$W/cpu-$1-$2
-    if [ "$nc" -gt $((SLOTS - 1)) ]; then echo "- -"; return; fi
-    mkdir -p "$dir"
-    export GPUMUX_STANDIN_DIR=$dir GPUMUX_STANDIN_LOG= GPUMUX_RUNTIME_DIR=$dir
+    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 kus fast=1
+    [ "$nc" -gt 1 ] && fast=0 # many waiting clients would spin on 2 cores: they sleep instead
+    use_dir "$dir"
     start_daemon "$dir"
-    local kus per pids= c0 c1
-    kus=$(echo "1000000 / $target" | bc -l)
-    per=$(echo "$target * $SECS / $nc" | bc); [ "$per" -ge 64 ] || per=64
-    c0=$(cpu_ns "$DPID")
+    kus=$(calc "1000000 / $target")
     for i in $(seq "$nc"); do
-        "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
-            --count "$per" --sync-every 64 --quiet 1 &
+        GPUMUX_STANDIN_FAST=$fast "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
+            --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" &
         pids="$pids $!"
     done
+    # Every client connected (its first event record went through the daemon), then go.
+    for _ in $(seq 600); do
+        [ "$(cat "$dir"/r*.out 2>/dev/null | grep -c '^ready$')" -ge "$nc" ] && break
+        sleep 0.05
+    done
+    t0=$(cpu_ticks "$DPID")
+    touch "$dir/go"
     wait $pids
-    c1=$(cpu_ns "$DPID")
+    t1=$(cpu_ticks "$DPID")
     stop_daemon
     # The rate: all launches over the longest client's own time from first launch to last end.
     cat "$dir"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\)/\1 \2/p" |
-        awk '{n += $1; if ($2 > t) t = $2} END {printf "%.0f ", n / (t / 1e9)}'
-    echo "($c1 - $c0) / 1000 / ($nc * $per)" | bc -l | awk '{printf "%.2f\n", $1}'
+        awk -v dt="$((t1 - t0))" -v hz="$HZ" '{n += $1; if ($2 > t) t = $2}
+            END {printf "%.0f %.3f %d %d\n", n / (t / 1e9), dt / hz * 1e6 / n, n, dt}'
 }
-declare -A crate cus
-for t in 10000 100000; do
-    for nc in 1 8 64; do read -r "crate[$t-$nc]" "cus[$t-$nc]" < <(cpu_run "$t" "$nc"); done
+declare -A crate cus ckern ctick
+for t in 10000 100000 500000; do
+    for nc in 1 8 64; do
+        read -r "crate[$t-$nc]" "cus[$t-$nc]" "ckern[$t-$nc]" "ctick[$t-$nc]" < <(cpu_run "$t" "$nc")
+    done
 done
 
-# 3. (kept) daemon CPU at 10k kernels/s with CLIENTS clients of KERNEL_US µs kernels.
-dir=$W/cpu; mkdir -p "$dir"
-export GPUMUX_STANDIN_DIR=$dir GPUMUX_STANDIN_LOG= GPUMUX_RUNTIME_DIR=$dir
-start_daemon "$dir"
-c0=$(cpu_ns "$DPID"); t0=$(date +%s.%N)
-NC=${CLIENTS:-2} PER=$(echo "15000 * $SECS / 1" | bc) pids=
-for i in $(seq "$NC"); do
-    "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/rate$i.out" --kernels "r:${KERNEL_US:-100}" \
-        --count $PER --sync-every 64 --quiet 1 &
-    pids="$pids $!"
-done
-wait $pids
-t1=$(date +%s.%N); c1=$(cpu_ns "$DPID")
-stop_daemon
-rate=$(echo "$NC * $PER / ($t1 - $t0)" | bc -l)
-cpu=$(echo "100 * ($c1 - $c0) / 1000000000 / ($t1 - $t0)" | bc -l)
-
-r_def=$(echo "$s99 / $a99" | bc -l); r_gmx=$(echo "$gs99 / $ga99" | bc -l)
+# ---- table ----
+r_def=$(calc "$s99 / $a99") r_gmx=$(calc "$gs99 / $ga99")
 printf '%-44s %10s %10s\n' "high-priority request latency (µs)" p50 p99
 printf '%-44s %10.1f %10.1f\n' "alone, no gpumux" "$a50" "$a99"
 printf '%-44s %10.1f %10.1f\n' "with LP, no gpumux (stand-in time slicing)" "$s50" "$s99"
@@ -169,39 +190,53 @@ printf '%-44s %10.1f %10.1f\n' "with LP, gpumux ($POLICY)" "$gs50" "$gs99"
 printf '%-44s %21.2f\n' "p99 shared/alone, no gpumux" "$r_def"
 printf '%-44s %21.2f\n' "p99 shared/alone, gpumux" "$r_gmx"
 printf '%-44s %10.1f %10.1f\n' "notice-to-grant in the daemon (µs)" "$n50" "$n99"
-printf '%-44s %10.1f %10.1f\n' "added end-to-end, alone (µs)" "$(echo "$ga50 - $a50" | bc -l)" "$(echo "$ga99 - $a99" | bc -l)"
-printf '%-44s %21.0f\n' "kernels/s in the CPU run" "$rate"
-printf '%-44s %20.1f%%\n' "daemon CPU (one core = 100%)" "$cpu"
 echo
-printf '%-30s %9s %9s %9s %9s %9s %9s\n' "HP alone, launch to end (µs)" "bare p50" "p99" "gmx p50" "p99" "+% p50" "+% p99"
+printf '%-22s %9s %9s %9s %9s %9s %9s %12s\n' "HP alone (µs), $REPS pairs" "bare p50" "p99" "gmx p50" "p99" "+% p50" "+% p99" "+µs/kernel"
 for k in 5 50 500; do
-    printf '%-30s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n' "$k µs kernels" "${hb50[$k]}" "${hb99[$k]}" "${hg50[$k]}" \
-        "${hg99[$k]}" "$(pct "${hg50[$k]}" "${hb50[$k]}")" "$(pct "${hg99[$k]}" "${hb99[$k]}")"
+    printf '%-22s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %12.1f\n' "$k µs kernels" "$(mrow "${hb50[$k]}")" \
+        "$(mrow "${hb99[$k]}")" "$(mrow "${hg50[$k]}")" "$(mrow "${hg99[$k]}")" "$(mrow "${op50[$k]}")" \
+        "$(mrow "${op99[$k]}")" "$(mrow "${add50[$k]}")"
 done
 echo
-printf '%-30s %12s %9s\n' "launch rate, one client" "launches/s" "vs bare"
-for m in bare:$r_bare passthrough:$r_pt queue:$r_q "daemon ($POLICY):$r_d"; do
-    printf '%-30s %12.0f %9.3f\n' "${m%:*}" "${m##*:}" "$(echo "${m##*:} / $r_bare" | bc -l)"
+printf '%-30s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "(medians of $REPS rounds; ratio within a round)"
+printf '%-30s %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1
+for m in passthrough queue daemon; do
+    printf '%-30s %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")"
 done
 echo
-printf '%-30s %12s %12s %12s\n' "daemon CPU per kernel" "clients" "kernels/s" "µs/kernel"
-for t in 10000 100000; do
+printf '%-16s %8s %12s %12s %12s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "(utime+stime, 1/$HZ s ticks)"
+for t in 10000 100000 500000; do
     for nc in 1 8 64; do
-        if [ "${cus[$t-$nc]}" = - ]; then
-            printf '%-30s %12s %12s %12s\n' "target $t/s" "$nc" "-" "not run: the stand-in has $SLOTS process slots"
-        else
-            printf '%-30s %12s %12s %12s%s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
-                "$([ "${crate[$t-$nc]}" -lt $((t * 9 / 10)) ] && echo "  (target not reached)" || true)"
-        fi
+        short=$([ "${crate[$t-$nc]}" -lt $((t * 9 / 10)) ] && echo "  target not reached: ${crate[$t-$nc]}/s" || true)
+        printf '%-16s %8s %12s %12s %12s  %s%s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
+            "${ckern[$t-$nc]}" "${ctick[$t-$nc]} ticks" "$short"
     done
 done
-jnum() { [ "$1" = - ] && echo null || echo "$1"; }
-hp_json=$(for k in 5 50 500; do printf '"%sus":{"p50":%.1f,"p99":%.1f},' "$k" "$(pct "${hg50[$k]}" "${hb50[$k]}")" "$(pct "${hg99[$k]}" "${hb99[$k]}")"; done)
-hp_abs=$(for k in 5 50 500; do printf '"%sus":{"bare_p50":%.1f,"bare_p99":%.1f,"gpumux_p50":%.1f,"gpumux_p99":%.1f},' "$k" "${hb50[$k]}" "${hb99[$k]}" "${hg50[$k]}" "${hg99[$k]}"; done)
-cpu_json=$(for t in 10000 100000; do printf '"%s":{' "$t"; for nc in 1 8 64; do printf '"%s":{"kernels_per_s":%s,"us_per_kernel":%s}' "$nc" "$(jnum "${crate[$t-$nc]}")" "$(jnum "${cus[$t-$nc]}")"; [ $nc = 64 ] || printf ','; done; printf '},'; done)
-printf '{"bench":"daemon","policy":"%s","hp_p99_ratio_gpumux":%.3f,"hp_p99_ratio_default":%.3f,"hp_alone_us":{"p50":%.1f,"p99":%.1f},"hp_shared_us":{"p50":%.1f,"p99":%.1f},"hp_alone_gpumux_us":{"p50":%.1f,"p99":%.1f},"hp_shared_gpumux_us":{"p50":%.1f,"p99":%.1f},"notice_to_grant_us":{"p50":%.1f,"p99":%.1f},"kernels_per_s":%.0f,"daemon_cpu_pct":%.1f,' \
-    "$POLICY" "$r_gmx" "$r_def" "$a50" "$a99" "$s50" "$s99" "$ga50" "$ga99" "$gs50" "$gs99" "$n50" "$n99" "$rate" "$cpu"
-printf '"hp_alone_overhead_pct":{%s},"hp_alone_latency_us":{%s},"hp_alone_added_us_per_kernel_5us":%.2f,' "${hp_json%,}" "${hp_abs%,}" "$(echo "${hg50[5]} - ${hb50[5]}" | bc -l)"
-printf '"launch_rate_per_s":{"bare":%s,"passthrough":%s,"queue":%s,"daemon":%s},' "$r_bare" "$r_pt" "$r_q" "$r_d"
-printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(echo "$r_pt / $r_bare" | bc -l)" "$(echo "$r_q / $r_bare" | bc -l)" "$(echo "$r_d / $r_bare" | bc -l)"
-printf '"daemon_cpu":{%s},"daemon_cpu_us_per_kernel":{"1":%s,"8":%s,"64":%s}}\n' "${cpu_json%,}" "$(jnum "${cus[100000-1]}")" "$(jnum "${cus[100000-8]}")" "$(jnum "${cus[100000-64]}")"
+
+# ---- JSON ----
+hp_json= hp_abs=
+for k in 5 50 500; do
+    hp_json+=$(printf '"%sus":{"p50":%.1f,"p99":%.1f},' "$k" "$(mrow "${op50[$k]}")" "$(mrow "${op99[$k]}")")
+    hp_abs+=$(printf '"%sus":{"bare_p50":%.1f,"bare_p99":%.1f,"gpumux_p50":%.1f,"gpumux_p99":%.1f,"added_us_p50":%.1f},' "$k" \
+        "$(mrow "${hb50[$k]}")" "$(mrow "${hb99[$k]}")" "$(mrow "${hg50[$k]}")" "$(mrow "${hg99[$k]}")" "$(mrow "${add50[$k]}")")
+done
+cpu_json=
+for t in 10000 100000 500000; do
+    cpu_json+="\"$t\":{"
+    for nc in 1 8 64; do
+        cpu_json+=$(printf '"%s":{"kernels_per_s":%s,"us_per_kernel":%s,"kernels":%s,"cpu_ticks":%s,"reached":%s},' "$nc" \
+            "${crate[$t-$nc]}" "${cus[$t-$nc]}" "${ckern[$t-$nc]}" "${ctick[$t-$nc]}" \
+            "$([ "${crate[$t-$nc]}" -ge $((t * 9 / 10)) ] && echo true || echo false)")
+    done
+    cpu_json="${cpu_json%,}},"
+done
+printf '{"bench":"daemon","policy":"%s","reps":%d,"hp_p99_ratio_gpumux":%.3f,"hp_p99_ratio_default":%.3f,"hp_alone_us":{"p50":%.1f,"p99":%.1f},"hp_shared_us":{"p50":%.1f,"p99":%.1f},"hp_alone_gpumux_us":{"p50":%.1f,"p99":%.1f},"hp_shared_gpumux_us":{"p50":%.1f,"p99":%.1f},"notice_to_grant_us":{"p50":%.1f,"p99":%.1f},' \
+    "$POLICY" "$REPS" "$r_gmx" "$r_def" "$a50" "$a99" "$s50" "$s99" "$ga50" "$ga99" "$gs50" "$gs99" "$n50" "$n99"
+printf '"hp_alone_overhead_pct":{%s},"hp_alone_latency_us":{%s},"hp_alone_added_us_per_kernel_5us":%.2f,' \
+    "${hp_json%,}" "${hp_abs%,}" "$(mrow "${add50[5]}")"
+printf '"launch_rate_per_s":{"bare":%.0f,"passthrough":%.0f,"queue":%.0f,"daemon":%.0f},' "$(mrow "${rate[bare]}")" \
+    "$(mrow "${rate[passthrough]}")" "$(mrow "${rate[queue]}")" "$(mrow "${rate[daemon]}")"
+printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${ratio[passthrough]}")" \
+    "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")"
+printf '"daemon_cpu":{%s},"daemon_cpu_us_per_kernel":{"1":%s,"8":%s,"64":%s}}\n' "${cpu_json%,}" \
+    "${cus[100000-1]}" "${cus[100000-8]}" "${cus[100000-64]}"

@@ -25,6 +25,7 @@
 
 #include <zstd.h>
 
+#include "fb_build.h"
 #include "gpumux/fatbin.h"
 
 typedef struct {
@@ -71,36 +72,19 @@ static int put_container(buf_t *b, const char *ptx, size_t len, int z)
 	static unsigned char zb[1 << 20];
 	const void *payload = ptx;
 	size_t plen = len;
-	uint64_t flags = 0x11, usize = 0;
-	uint32_t csize = 0;
+	uint64_t flags = GMX_FB_FLAG_PTX, usize = 0;
 	if (z) {
 		size_t r = ZSTD_compress(zb, sizeof zb, ptx, len, 1);
 		if (ZSTD_isError(r))
 			return -1;
 		payload = zb;
 		plen = r;
-		flags = 0x8011;
+		flags = GMX_FB_FLAG_PTX | GMX_FB_FLAG_ZSTD;
 		usize = len;
-		csize = (uint32_t)r;
 	}
-	size_t padded = (plen + 7) & ~(size_t)7;
-	unsigned char h[16 + 64] = {0};
-	uint32_t magic = GMX_FATBIN_MAGIC, ehs = 64, arch = 80;
-	uint16_t version = 1, hs = 16, kind = 1, ever = 0x101;
-	uint64_t body = 64 + padded, psize = padded;
-	memcpy(h, &magic, 4);
-	memcpy(h + 4, &version, 2);
-	memcpy(h + 6, &hs, 2);
-	memcpy(h + 8, &body, 8);
-	unsigned char *e = h + 16;
-	memcpy(e, &kind, 2);
-	memcpy(e + 2, &ever, 2);
-	memcpy(e + 4, &ehs, 4);
-	memcpy(e + 8, &psize, 8);
-	memcpy(e + 16, &csize, 4);
-	memcpy(e + 28, &arch, 4);
-	memcpy(e + 40, &flags, 8);
-	memcpy(e + 56, &usize, 8);
+	size_t padded = gmx_fb_padded(plen);
+	unsigned char h[GMX_FB_CONTAINER_HEADER + GMX_FB_ENTRY_HEADER];
+	gmx_fb_write_ptx_headers(h, plen, usize, flags);
 	static const unsigned char zero[8];
 	b->payload += len;
 	if (put(b, h, sizeof h) || put(b, payload, plen) || put(b, zero, padded - plen))

@@ -37,7 +37,7 @@
 #define GMX_STARVE_NS_MIN 100000LL         /* 0.1 ms */
 #define GMX_STARVE_NS_MAX 60000000000LL    /* 60 s */
 
-#define GMX_MAX_TASKS 64
+#define GMX_MAX_TASKS 128 /* tasks of a scenario; the daemon serves one fewer clients */
 #define GMX_PRIORITY_LEVELS 10 /* 0 highest */
 
 /* A command in a task's software queue, as a policy sees it. */
@@ -51,7 +51,23 @@ typedef struct gmx_cmd {
 	const gmx_op_t *op;		/* launch details (args, regions) or NULL */
 	const gmx_workload_t *workload; /* owner of op's pools, or NULL */
 	struct gmx_cmd *next;		/* queue link, owned by the policy while queued */
+	/* 1: the device already released it under the task's lease (gmx_lease_t): on_launch
+	 * accounts it in flight and never queues or submits it; on_complete follows as usual. */
+	uint8_t leased;
 } gmx_cmd_t;
+
+/* A lease: a bound within which the device releases a task's commands as they come, without
+ * asking the policy (each still reaches on_launch, marked leased, and on_complete). What a
+ * policy grants when it would grant the task everything it asks for anyway.
+ *   inflight  a command goes under the lease only while the task has fewer commands in flight
+ *             (released, not completed; leased or not); 0: no lease (revoked);
+ *   until     device time from which nothing more is released under it; 0: no end.
+ * A revoke or a narrower bound takes effect at the next kernel boundary: commands already
+ * released stay in flight. */
+typedef struct gmx_lease {
+	uint32_t inflight;
+	int64_t until;
+} gmx_lease_t;
 
 /* A memory movement a policy orders: a range of a task's memory to the device
  * (load) or to the host (evict). */
@@ -88,6 +104,17 @@ typedef struct gmx_device {
 	 * the combined policy before it admits a low-priority command into a
 	 * high-priority gap. May be NULL (0). */
 	int64_t (*load_ns)(void *ctx, const gmx_cmd_t *cmd);
+	/* Grants, narrows or revokes (lease NULL or inflight 0) `task`'s lease; replaces the one
+	 * before. NULL on devices without leases: every command then goes through on_launch and
+	 * submit. */
+	void (*lease)(void *ctx, uint32_t task, const gmx_lease_t *lease);
+	/* Kills `task`'s kernels running on the execution engine (REEF's reset-based
+	 * preemption): what they computed is lost, and they run again from their
+	 * start once the task is resumed with preempt(task, 0); until then none of
+	 * its submitted commands starts there, as under preempt(task, 1). May be
+	 * NULL on devices that cannot kill a kernel (a policy then lets it finish). */
+	void (*reset)(void *ctx, uint32_t task);
+	uint32_t sms; /* streaming multiprocessors of the device; 0 unknown */
 } gmx_device_t;
 
 /* Tunables every policy understands; each has a default and bounds in sched.c. */
@@ -103,6 +130,10 @@ typedef struct gmx_sched_params {
 	gmx_kprof_t **profiles; /* per task index, NULL or NULL entries: none; not owned */
 	uint32_t n_profiles;
 	int profile_learn; /* nonzero: the policy records observations into profiles */
+	/* timeline only: this task keeps its place in the rotation while its host is busy, and the
+	 * device waits for its work at its turn (the simulator's memory limit grants a task the
+	 * best phase of the rotation this way, docs/simulator.md), as 1 + its index; 0: none. */
+	uint32_t hold_task;
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;
@@ -114,6 +145,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_PRIORITY_BLOCKS                                                                           \
 	4u /* runs tasks on prioritised streams: the hardware dispatches a                                   \
 	    * higher-priority kernel's thread blocks first */
+#define GMX_POLICY_UM_PRIORITY                                                                               \
+	8u /* under unified memory, device memory favours the better priority: pages of                      \
+	    * the worst priority level resident are evicted first (TGS) */
 
 typedef struct gmx_policy_ops {
 	const char *name;
@@ -151,6 +185,14 @@ const gmx_policy_ops_t *gmx_sched_find(const char *name);
 
 /* Writes the registered policy names, separated by '|', into buf. */
 void gmx_sched_names(char *buf, size_t len);
+
+/* Nonzero when leases a and b bound the same (NULL: none). */
+int gmx_lease_same(const gmx_lease_t *a, const gmx_lease_t *b);
+
+/* Gives `task` the lease {inflight, until} through dev->lease when it differs from *cur (the
+ * policy's record of the task's lease), and records it in *cur; inflight 0 revokes. Nothing
+ * on devices without leases. */
+void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uint32_t inflight, int64_t until);
 
 /* Per-stream FIFO of commands: the building block every policy queues with. */
 typedef struct gmx_cmd_queue {

@@ -165,7 +165,7 @@ static void test_protected_slices(void **state)
 	g_n = 0;
 	assert_int_equal(gmxd_mem_plan(m, tl, 3, 2, rec, NULL, &st), 0);
 	assert_int_equal(gmxd_mem_resident(m, 1), 2 * CH); /* untouched */
-	assert_int_equal(gmxd_mem_resident(m, 0), 0);      /* evicted instead */
+	assert_int_equal(gmxd_mem_resident(m, 0), 0);	   /* evicted instead */
 	assert_int_equal(gmxd_mem_resident(m, 2), 2 * CH);
 	/* Task 0 next, tasks 2 and 1 both with work in flight: nothing may go, so task 0 falls
 	 * short (demand paging) rather than evict under a running kernel. */
@@ -219,6 +219,50 @@ static void test_task_limit(void **state)
 	assert_int_equal(gmxd_mem_bytes(m, 0), 10 * CH);
 	assert_int_equal(gmxd_mem_free(m, 0, 0x100000000ull), 0);
 	assert_int_equal(gmxd_mem_alloc(m, 0, 0x300000000ull, 6 * CH), 0);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	gmxd_mem_destroy(m);
+}
+
+/* The task limit bounds what the device holds for a task: small allocations the driver packed
+ * into one 2 MiB block (their addresses share a chunk) count that chunk once, and a 1.5 MiB
+ * allocation holds a whole chunk (include/gpumux/devalloc.h). */
+static void test_small_allocations_share_chunks(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	char err[200];
+	const uint64_t base = 0x100000000ull, k512 = 512ull << 10;
+	assert_int_equal(gmxd_mem_create(8 * CH, &m), 0);
+	gmxd_mem_set_task_limit(m, 2 * CH);
+	for (uint64_t i = 0; i < 4; i++) /* four 512 KiB blocks: one chunk */
+		assert_int_equal(gmxd_mem_alloc(m, 0, base + i * k512, k512), 0);
+	assert_int_equal(gmxd_mem_footprint(m, 0), CH);
+	assert_int_equal(gmxd_mem_alloc(m, 0, base + CH, 3 * k512), 0); /* 1.5 MiB: a chunk of its own */
+	assert_int_equal(gmxd_mem_footprint(m, 0), 2 * CH);
+	assert_int_equal(gmxd_mem_bytes(m, 0), 7 * k512);
+	/* 3.75 MiB of sizes is under the 4 MiB limit, but a third chunk is not. */
+	assert_int_equal(gmxd_mem_alloc(m, 0, base + 2 * CH, k512 / 2), -E2BIG);
+	/* The free quarter of the second chunk takes it. */
+	assert_int_equal(gmxd_mem_alloc(m, 0, base + CH + 3 * k512, k512), 0);
+	assert_int_equal(gmxd_mem_footprint(m, 0), 2 * CH);
+	assert_int_equal(gmxd_mem_free(m, 0, base + k512), 0); /* the chunk stays: three share it */
+	assert_int_equal(gmxd_mem_footprint(m, 0), 2 * CH);
+	assert_int_equal(gmxd_mem_free(m, 0, base), 0);
+	assert_int_equal(gmxd_mem_free(m, 0, base + 3 * k512), 0);
+	assert_int_equal(gmxd_mem_footprint(m, 0), 2 * CH);
+	assert_int_equal(gmxd_mem_free(m, 0, base + 2 * k512), 0); /* its last one */
+	assert_int_equal(gmxd_mem_footprint(m, 0), CH);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	/* A range whose ends share chunks with its neighbours holds only the chunks between. */
+	gmxd_mem_set_task_limit(m, 8 * CH);
+	assert_int_equal(gmxd_mem_alloc(m, 1, base, k512), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 1, base + 3 * CH + k512, k512), 0);
+	assert_int_equal(gmxd_mem_footprint(m, 1), 2 * CH);
+	assert_int_equal(gmxd_mem_alloc(m, 1, base + k512, 3 * CH), 0); /* chunks 0-3 */
+	assert_int_equal(gmxd_mem_footprint(m, 1), 4 * CH);
+	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+	assert_int_equal(gmxd_mem_free(m, 1, base + k512), 0);
+	assert_int_equal(gmxd_mem_footprint(m, 1), 2 * CH);
 	assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
 	gmxd_mem_destroy(m);
 }
@@ -417,6 +461,7 @@ int main(void)
 	    cmocka_unit_test(test_slice_larger_than_device),
 	    cmocka_unit_test(test_protected_slices),
 	    cmocka_unit_test(test_task_limit),
+	    cmocka_unit_test(test_small_allocations_share_chunks),
 	    cmocka_unit_test(test_plan_cost_bounded),
 	    cmocka_unit_test(test_truncated_protected_slice_evicts_nothing),
 	    cmocka_unit_test(test_free_and_realloc_resident),

@@ -472,6 +472,75 @@ static void test_profile_entries_bounded(void **state)
 	gmxd__fini();
 }
 
+/* Pops c's down ring for its last LEASE: 1 and *id, *bound filled, or 0 when none came. */
+static int last_lease(tconn_t *c, uint64_t *id, uint32_t *bound, int64_t *until)
+{
+	gmx_ring_entry_t e;
+	int got = 0;
+	while (gmx_ring_pop(&c->r->down, &e) == 1)
+		if (e.type == GMX_DOWN_LEASE) {
+			*id = e.seq;
+			*bound = e.a;
+			*until = (int64_t)e.x;
+			got = 1;
+		}
+	return got;
+}
+
+/* Leased releases are checked against the lease in effect at their point of the up ring: within
+ * the bound they are the policy's commands in flight; beyond the bound, after a revoke was
+ * acknowledged, after the lease's end, or with a wrong acknowledgement, the client is cut off. */
+static void test_leased_releases_checked(void **state)
+{
+	(void)state;
+	const char *cut[] = {"beyond its lease", "without a lease", "after its lease ended", "acknowledgement"};
+	for (int k = 0; k < 4; k++) {
+		start("exclusive", 8);
+		tconn_t c;
+		assert_int_equal(hello(&c, 1000, "lease", 3), 'W');
+		client_t *cl = &SRV.cl[task_of(&c)];
+		up(&c, GMX_UP_NOTICE, 1);
+		gmxd__poll_rings();
+		uint64_t id = 0;
+		uint32_t bound = 0;
+		int64_t until = -1;
+		assert_int_equal(last_lease(&c, &id, &bound, &until), 1); /* alone: leased */
+		assert_int_equal(bound, cfg.inflight);
+		assert_int_equal(until, 0);
+		up_entry(&c, GMX_UP_LEASE_ACK, 0, id, k == 3 ? 99 : 0, 0);
+		up_entry(&c, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
+		up_entry(&c, GMX_UP_RELEASED, 0, 3, 7, (uint64_t)now_ns);
+		gmxd__poll_rings();
+		books();
+		if (k == 3) {
+			assert_true(cl->cut && strstr(cl->cut_reason, cut[k]));
+		} else {
+			assert_false(cl->cut);
+			assert_int_equal(cl->leased, 2);
+			assert_int_equal(cl->inflight, 3); /* the granted command and two leased */
+			if (k == 0) {
+				up_entry(&c, GMX_UP_RELEASED, 0, 4, 7, (uint64_t)now_ns); /* a third of 2 */
+			} else {
+				up_entry(&c, GMX_UP_COMPLETE, 0, 2, 0, (uint64_t)now_ns);
+				up_entry(&c, GMX_UP_COMPLETE, 0, 3, 0, (uint64_t)now_ns);
+				gmx_lease_t l = {1, now_ns + 1000};
+				gmxd__dev_lease(NULL, (uint32_t)task_of(&c), k == 1 ? NULL : &l);
+				assert_int_equal(last_lease(&c, &id, &bound, &until), 1);
+				assert_int_equal(bound, k == 1 ? 0u : 1u);
+				up_entry(&c, GMX_UP_LEASE_ACK, 0, id, 3, 0);
+				up_entry(&c, GMX_UP_RELEASED, 0, 4, 7, (uint64_t)now_ns + 2000);
+			}
+			gmxd__poll_rings();
+			assert_true(cl->cut && strstr(cl->cut_reason, cut[k]));
+		}
+		books();
+		gmxd__tick(now_ns);
+		books();
+		bye(&c);
+		gmxd__fini();
+	}
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -484,6 +553,7 @@ int main(void)
 	    cmocka_unit_test(test_fresh_eviction_not_cut),
 	    cmocka_unit_test(test_store_saves_rate_limited),
 	    cmocka_unit_test(test_profile_entries_bounded),
+	    cmocka_unit_test(test_leased_releases_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

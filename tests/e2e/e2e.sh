@@ -101,6 +101,20 @@ check_order() {
     fi
 }
 
+# The most low-priority kernels (client lp) that started while one high-priority kernel (client
+# hp) waited: between its launch (the client's log) and its start (the stand-in's log).
+lp_starts_while_hp_waits() {
+    local hpid lpid
+    hpid=$(pid_of hp) lpid=$(pid_of lp)
+    sed -n 's/^launch .* t_ns=//p' "$R/hp.out" >"$R/hp.launch"
+    grep " pid=$hpid .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/hp.start"
+    grep " pid=$lpid .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/lp.start"
+    paste -d' ' "$R/hp.launch" "$R/hp.start" | awk '
+        FNR == NR { L[n] = $1; H[n] = $2; n++; next }
+        { s = $1; for (i = 0; i < n; i++) if (s > L[i] && s < H[i]) c[i]++ }
+        END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start"
+}
+
 case $SCEN in
 hp_lp)
     # A high-priority client with idle gaps and a saturating low-priority client. Bound for
@@ -123,17 +137,59 @@ hp_lp)
     echo "host waits seen by the daemon: $waits"
     [ "$waits" -ge 40 ] || fail "only $waits host waits reached the daemon (hp synchronises after each of its 40 kernels)"
     if [ "$POLICY" = fikit ]; then BOUND=$((2 * INFL)); else BOUND=$((2 * ((SLICE + LPUS - 1) / LPUS) + 2 * INFL)); fi
-    HPID=$(pid_of hp) LPID=$(pid_of lp)
-    # Launch times of the high-priority kernels, their start times, and low-priority starts.
-    sed -n 's/^launch .* t_ns=//p' "$R/hp.out" >"$R/hp.launch"
-    grep " pid=$HPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/hp.start"
-    grep " pid=$LPID .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/lp.start"
-    worst=$(paste -d' ' "$R/hp.launch" "$R/hp.start" | awk '
-        FNR == NR { L[n] = $1; H[n] = $2; n++; next }
-        { s = $1; for (i = 0; i < n; i++) if (s > L[i] && s < H[i]) c[i]++ }
-        END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start")
+    worst=$(lp_starts_while_hp_waits)
     echo "policy $POLICY: at most $worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
     [ "$worst" -le "$BOUND" ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound $BOUND)"
+    ;;
+lease_revoke)
+    # Leases (docs/protocol.md): a low-priority client alone is the best priority, so fikit
+    # lets it stream kernels under a lease (no notice or grant per kernel). A high-priority
+    # client arrives: the low-priority lease is revoked mid-stream, and each high-priority kernel
+    # waits at most one low-priority kernel: of the low-priority kernels, at most one starts
+    # between a high-priority launch and that kernel's start (inflight = 1: the one running may
+    # finish, one more may start if the revoke was not there yet when it did).
+    LPUS=2000
+    start_daemon "policy = fikit" "inflight = 1"
+    client lp 7 -- --kernels lpa:$LPUS,lpb:$((LPUS + 100)) --count 600 --sync-every 16
+    leased=0
+    for _ in $(seq 200); do
+        leased=$("$G" status --json 2>/dev/null | jq '[.clients[] | select(.name == "lp") | .leased] | add // 0')
+        [ "$leased" -ge 20 ] && break
+        sleep 0.05
+    done
+    echo "low-priority kernels released under a lease before the high-priority client: $leased"
+    [ "$leased" -ge 20 ] || fail "the low-priority client alone released only $leased kernels under a lease"
+    client hp 0 -- --kernels hp:100 --count 20 --gap-us 3000
+    wait $PID_hp
+    st=$("$G" status --json)
+    lp_after=$(jq '[.clients[] | select(.name == "lp") | .leased] | add // 0' <<<"$st")
+    revokes=$(jq .revokes <<<"$st")
+    echo "leases sent $(jq .leases <<<"$st"), revoked $revokes; low-priority leased releases now $lp_after"
+    [ "$revokes" -ge 1 ] || fail "no lease was revoked when the high-priority client arrived"
+    [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
+    wait $PID_lp
+    check_order hp
+    check_order lp
+    worst=$(lp_starts_while_hp_waits)
+    echo "at most $worst low-priority kernels started while a high-priority kernel waited (bound 1)"
+    [ "$worst" -le 1 ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound 1)"
+    ;;
+lease_long)
+    # A client alone holds its lease for as long as it runs: 12,000 commands (the interposer's
+    # seq table is rebuilt every 4,096) cost one notice, the first, and no grant after it.
+    start_daemon "policy = fikit"
+    rm -f "$R/end"
+    client solo 3 -- --kernels s:1 --count 12000 --sync-every 64 --quiet 1 --end-when "$R/end"
+    for _ in $(seq 600); do grep -q '^waiting$' "$R/solo.out" 2>/dev/null && break; sleep 0.05; done
+    st=$("$G" status --json)
+    touch "$R/end"
+    wait $PID_solo
+    echo "solo: $(jq -c '[.clients[] | select(.name == "solo") | {notices, grants, leased}][0]' <<<"$st")"
+    n=$(jq '[.clients[] | select(.name == "solo") | .notices][0] // 99999' <<<"$st")
+    l=$(jq '[.clients[] | select(.name == "solo") | .leased][0] // 0' <<<"$st")
+    [ "$n" -le 2 ] || fail "the client alone sent $n notices (expected its first only: the rest under its lease)"
+    [ "$l" -ge 11990 ] || fail "only $l commands released under the lease"
+    [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
     ;;
 profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when

@@ -30,8 +30,12 @@
  * until FILE exists (up to 60 s).
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "idle",
  * "done".
- * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T" before "done":
- * the time from the first launch to the end of the final synchronisation.
+ * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T batch_ns=M" before
+ * "done": M is the median time of one batch of --sync-every launches and its synchronisation,
+ * which a run preempted now and then by other work on the machine hardly moves; T is the time
+ * from the first launch to the end of the final synchronisation.
+ * --for-ms MS stops launching once MS ms have passed since the first launch (checked every 8
+ * launches; --count stays the upper bound), so a rate run lasts as long whatever the rate.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -321,6 +325,21 @@ static int hostile(const char *how, long hold_ms)
 	}
 }
 
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return (x > y) - (x < y);
+}
+
+/* The median of n values (sorted in place); 0 when there are none. */
+static long long median_ll(long long *v, size_t n)
+{
+	if (!v || n == 0)
+		return 0;
+	qsort(v, n, sizeof *v, cmp_ll);
+	return v[n / 2];
+}
+
 /* Waits until path exists: 0, or -1 (said) after 20 s. */
 static int wait_for(const char *path)
 {
@@ -356,7 +375,7 @@ int main(int argc, char **argv)
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
 		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0;
+	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -396,6 +415,8 @@ int main(int argc, char **argv)
 			hold_ms = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--for-ms"))
+			for_ms = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -486,7 +507,13 @@ int main(int argc, char **argv)
 		}
 	}
 	long long t_first = now_ns();
-	for (long i = 0; i < count; i++) {
+	long launched = 0;
+	/* Batch times (quiet runs): one per synchronisation every sync_every launches. */
+	size_t nbatch = 0, capbatch = quiet && sync_every > 0 ? 1u << 20 : 0;
+	long long *batch = capbatch ? malloc(capbatch * sizeof *batch) : NULL, t_batch = t_first;
+	for (long i = 0; i < count; i++, launched++) {
+		if (for_ms > 0 && (i & 7) == 0 && now_ns() - t_first >= for_ms * 1000000LL)
+			break;
 		if (i == pause_at) {
 			CU(cuStreamSynchronize(st));
 			fprintf(log, "paused\n");
@@ -512,6 +539,11 @@ int main(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		} else if (sync_every > 0 && (i + 1) % sync_every == 0) {
 			CU(cuStreamSynchronize(st));
+			if (batch && nbatch < capbatch) {
+				long long t = now_ns();
+				batch[nbatch++] = t - t_batch;
+				t_batch = t;
+			}
 		}
 	}
 	CU(cuStreamSynchronize(st));
@@ -535,7 +567,9 @@ int main(int argc, char **argv)
 	if (buf)
 		CU(cuMemFree(buf));
 	if (quiet)
-		fprintf(log, "rate launches=%ld ns=%lld\n", count, t_last - t_first);
+		fprintf(log, "rate launches=%ld ns=%lld batch_ns=%lld\n", launched, t_last - t_first,
+			median_ll(batch, nbatch));
+	free(batch);
 	fprintf(log, "done\n");
 	if (child == 0) {
 		fclose(log);

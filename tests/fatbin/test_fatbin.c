@@ -15,6 +15,7 @@
 #include <lz4.h>
 #include <zstd.h>
 
+#include "fb_build.h"
 #include "gpumux/fatbin.h"
 
 static const char g_ptx[] =
@@ -157,28 +158,11 @@ static void test_ptx_errors(void **state)
 static unsigned char *container(const void *payload, size_t plen, size_t usize, uint64_t flags,
 				size_t *out_len)
 {
-	size_t padded = (plen + 7) & ~(size_t)7, total = 16 + 64 + padded;
+	size_t head = GMX_FB_CONTAINER_HEADER + GMX_FB_ENTRY_HEADER, total = head + gmx_fb_padded(plen);
 	unsigned char *b = calloc(1, total);
 	assert_non_null(b);
-	uint32_t magic = GMX_FATBIN_MAGIC;
-	uint16_t v = 1, hs = 16, kind = 1, ever = 0x101;
-	uint64_t body = 64 + padded, psize = padded;
-	uint32_t ehs = 64, csize = flags & 0xa000 ? (uint32_t)plen : 0, arch = 80;
-	uint64_t us = flags & 0xa000 ? usize : 0;
-	memcpy(b, &magic, 4);
-	memcpy(b + 4, &v, 2);
-	memcpy(b + 6, &hs, 2);
-	memcpy(b + 8, &body, 8);
-	unsigned char *e = b + 16;
-	memcpy(e, &kind, 2);
-	memcpy(e + 2, &ever, 2);
-	memcpy(e + 4, &ehs, 4);
-	memcpy(e + 8, &psize, 8);
-	memcpy(e + 16, &csize, 4);
-	memcpy(e + 28, &arch, 4);
-	memcpy(e + 40, &flags, 8);
-	memcpy(e + 56, &us, 8);
-	memcpy(e + 64, payload, plen);
+	gmx_fb_write_ptx_headers(b, plen, usize, flags);
+	memcpy(b + head, payload, plen);
 	*out_len = total;
 	return b;
 }

@@ -9,6 +9,8 @@
  *   errors     bad handles and bad modules give the driver's error codes
  *   legacy     the legacy default stream waits for blocking streams and they for it
  *   stall_*    a daemon socket that stalls the connection attempt delays no other thread
+ *   slots      SI_SLOTS processes use the stand-in at once; one more is refused; then served
+ *   straight   a launch that skips the queue (policy queue, nothing queued) never overtakes queued work
  * The environment (set by CTest) picks the policy and points the shim at the stand-in.
  * Assertions are on order, logs and return codes, never on durations.
  */
@@ -26,6 +28,8 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "engine.h" /* SI_SLOTS: the stand-in's process slots */
 
 /* The per-thread entry points, as code built with --default-stream per-thread calls them. */
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -658,6 +662,154 @@ static int t_stall(int backlog)
 
 /* ---- errors: bad handles and modules ---- */
 
+/* ---- straight: a launch that may skip the queue never overtakes queued work ---- */
+
+/* Under the queue policy a launch goes straight to the driver only while nothing is queued.
+ * An event record issued from another context than its stream's is queued (a release would
+ * change the caller's context), and the dispatcher releases it later: a launch right after it
+ * on the same stream must follow it. The stand-in logs a record when it reaches its stream's
+ * head, so the log's order is the submission order. */
+static int t_straight(void)
+{
+	setup(); /* the primary context, current */
+	CUdevice dev;
+	CUcontext other;
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuCtxCreate(&other, NULL, 0, dev)); /* now current */
+	CUmodule mod;
+	CUfunction slow, marker;
+	CU(cuModuleLoadData(&mod, MODULE_TEXT));
+	CU(cuModuleGetFunction(&slow, mod, "slow"));
+	CU(cuModuleGetFunction(&marker, mod, "marker"));
+	CUstream s;
+	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUevent ev;
+	CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+	CUdeviceptr d;
+	CU(cuMemAlloc(&d, 256));
+	for (int round = 0; round < 20; round++) {
+		int n = round;
+		void *sargs[] = {&d, &d, &n};
+		void *margs[] = {&n};
+		CU(cuLaunchKernel(slow, 1, 1, 1, 32, 1, 1, 0, s, sargs, NULL));
+		CU(cuCtxSetCurrent(g_ctx));
+		CU(cuEventRecord(ev, s)); /* queued: the caller's context is not the stream's */
+		CU(cuCtxSetCurrent(other));
+		CU(cuLaunchKernel(marker, 1, 1, 1, 32, 1, 1, 0, s, margs, NULL));
+		CU(cuStreamSynchronize(s));
+	}
+	char *log = slurp(getenv("GPUMUX_STANDIN_LOG"));
+	/* Per round: slow, the record, marker; never the marker before the record. */
+	int rounds = 0, bad = 0, last = 0; /* 1 slow, 2 record, 3 marker */
+	for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+		int k = strstr(line, "name=slow")     ? 1
+			: strstr(line, "kind=record") ? 2
+			: strstr(line, "name=marker") ? 3
+						      : 0;
+		if (!k)
+			continue;
+		if (k != last % 3 + 1)
+			bad++;
+		rounds += k == 3;
+		last = k;
+	}
+	fprintf(stderr, "straight: %d rounds, %d out of order\n", rounds, bad);
+	CHECK(rounds == 20 && bad == 0);
+	free(log);
+	CU(cuMemFree(d));
+	CU(cuEventDestroy(ev));
+	CU(cuStreamDestroy(s));
+	CU(cuCtxDestroy(other));
+	return g_fail;
+}
+
+/* ---- slots: as many processes as the stand-in has slots at once; one more is refused ---- */
+
+/* The bench drives 64 client processes at once (bench/daemon) beside its own. */
+_Static_assert(SI_SLOTS >= 65, "the stand-in must serve 64 client processes and one more");
+
+/* A child: initialises, runs a kernel, reports 'k' (or 'f') on ready, then waits on go
+ * (until its write end closes) and runs one more kernel. */
+static void slots_child(int id, int ready, int go)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+	CUfunction fn;
+	int n = id;
+	void *args[] = {&n};
+	int ok = cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&dev, 0) == CUDA_SUCCESS &&
+		 cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS &&
+		 cuCtxSetCurrent(ctx) == CUDA_SUCCESS &&
+		 cuModuleLoadData(&mod, MODULE_TEXT) == CUDA_SUCCESS &&
+		 cuModuleGetFunction(&fn, mod, "marker") == CUDA_SUCCESS &&
+		 cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL) == CUDA_SUCCESS &&
+		 cuCtxSynchronize() == CUDA_SUCCESS;
+	char c = ok ? 'k' : 'f';
+	if (write(ready, &c, 1) != 1 || !ok)
+		_exit(1);
+	if (read(go, &c, 1) < 0)
+		_exit(1);
+	n = -id;
+	ok = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL) == CUDA_SUCCESS &&
+	     cuCtxSynchronize() == CUDA_SUCCESS;
+	_exit(ok ? 0 : 1);
+}
+
+static int t_slots(void)
+{
+	int ready[2], go[2];
+	CHECK(pipe(ready) == 0 && pipe(go) == 0);
+	static pid_t pid[SI_SLOTS];
+	alarm(55); /* a child that hangs fails the test instead of wedging it */
+	for (int i = 0; i < SI_SLOTS; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			close(ready[0]);
+			close(go[1]);
+			slots_child(i + 1, ready[1], go[0]);
+		}
+		CHECK(pid[i] > 0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	int ok = 0, failed = 0;
+	char c;
+	while (ok + failed < SI_SLOTS && read(ready[0], &c, 1) == 1)
+		c == 'k' ? ok++ : failed++;
+	fprintf(stderr, "slots: %d of %d processes ran at once, %d failed\n", ok, SI_SLOTS, failed);
+	CHECK(ok == SI_SLOTS);
+	/* Past the limit: the next process is refused (no device), with the reason on stderr. */
+	pid_t extra = fork();
+	if (extra == 0)
+		_exit(cuInit(0) == CUDA_ERROR_NO_DEVICE ? 0 : 1);
+	int st = 0;
+	waitpid(extra, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(go[1]); /* every child runs its second kernel and exits */
+	for (int i = 0; i < SI_SLOTS; i++) {
+		if (pid[i] <= 0)
+			continue;
+		waitpid(pid[i], &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	/* Their slots are free again (exited processes are reaped when the slots run out). */
+	extra = fork();
+	if (extra == 0) {
+		setup();
+		CU(launch_marker(NULL, 0));
+		CU(cuCtxSynchronize());
+		_exit(0);
+	}
+	waitpid(extra, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	alarm(0);
+	char *log = slurp(getenv("GPUMUX_STANDIN_LOG"));
+	CHECK(count_of(log, "kind=kernel name=marker") == 2 * SI_SLOTS + 1);
+	free(log);
+	return g_fail;
+}
+
 static int t_errors(void)
 {
 	CHECK(cuCtxSynchronize() == CUDA_ERROR_NOT_INITIALIZED ||
@@ -706,7 +858,8 @@ int main(int argc, char **argv)
 	if (argc != 2) {
 		fprintf(stderr,
 			"usage: %s "
-			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent\n",
+			"basic|events|procaddr|hold|kill|fork|errors|legacy|stall_backlog|stall_silent|slots|"
+			"straight\n",
 			argv[0]);
 		return 2;
 	}
@@ -726,6 +879,8 @@ int main(int argc, char **argv)
 		 : !strcmp(t, "legacy")	       ? t_legacy()
 		 : !strcmp(t, "stall_backlog") ? t_stall(1)
 		 : !strcmp(t, "stall_silent")  ? t_stall(0)
+		 : !strcmp(t, "slots")	       ? t_slots()
+		 : !strcmp(t, "straight")      ? t_straight()
 					       : 2;
 	if (rc == 0)
 		printf("%s: ok\n", t);

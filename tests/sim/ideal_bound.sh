@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
 # The ideal is the physical limit: under the same schedule and slice, no memory policy (um,
 # msched and its ablations) keeps more of inmem than ideal does, on every shipped MSched
-# scenario, over a slice sweep (GMX_IDEAL_SLICES, default 1000 ms; short runs: 2 s warm-up,
-# 3 s measured; a policy may pass the limit by up to 2% there: in a 3 s window a task's last
-# unit, counted by its fraction done, moves a share by that much when turns shift by a kernel;
-# ../shared/checks/fidelity holds full windows to 0.5%). Not in the default sweep: 200 ms, where the ideal is known to fall below
-# msched on a-300 (0.238 against msched's 0.276 of same-schedule inmem in full runs; its
-# cross-task ranking of next uses is an estimate, docs/simulator.md) and where 1-3 s windows
-# are noisier than the 0.5% tolerance.
+# scenario, over a slice sweep (GMX_IDEAL_SLICES, default 2 20 200 1000 2000 ms; short runs: 2 s
+# warm-up, 3 s measured; a policy may pass the limit by up to 2% there: in a 3 s window a task's
+# last unit, counted by its fraction done, moves a share by that much when turns shift by a
+# kernel; ../shared/checks/fidelity holds full windows to 0.5%).
 # GMX_IDEAL_ONLY="a-150 ..." limits the scenarios (the sanitizer build checks memory, not
-# figures, and runs two; the release build runs all).
+# figures, and runs two at one slice; the release build runs all).
 # usage: ideal_bound.sh GPUMUX SCENARIO_DIR
 set -u
 G=$1 D=$2
@@ -22,7 +19,7 @@ bad="" n=0
 for f in "$D"/msched/*.ini; do
   s=$(basename "$f" .ini)
   [ -z "${GMX_IDEAL_ONLY:-}" ] || [[ " $GMX_IDEAL_ONLY " == *" $s "* ]] || continue
-  for S in ${GMX_IDEAL_SLICES:-1000}; do
+  for S in ${GMX_IDEAL_SLICES:-2 20 200 1000 2000}; do
     inm=$(run "$f" --mem inmem --sched timeline --slice-ms $S) || exit 1
     idl=$(share "$(run "$f" --mem ideal --sched timeline --slice-ms $S)" "$inm") || exit 1
     for m in um msched msched-wholealloc msched-serial msched-fifo; do

@@ -416,6 +416,70 @@ static void kernel_larger_than_the_device_is_refused_by_every_mode(void **state)
 	gmx_workload_free(&w);
 }
 
+/* The switch constraint: two tasks whose units each touch 600 MiB share
+ * 1000 MiB, so at each switch at most 400 MiB of the next task's pages can be
+ * in (the previous turn's last kernel holds its 600 MiB): 200 MiB cross the
+ * link after the switch (6.6 ms at 31.75 GB/s), whatever the policy. With
+ * 50 ms turns of 1 ms kernels that costs about 13% of every turn; without the
+ * constraint the limit backdated those loads into the other task's turn and
+ * kept 100%. */
+static void ideal_pays_the_loads_a_switch_forces(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 600ull << 20, 1, 600ull << 20, 1000000, 5000);
+	tu_sweep(&b, "b", 600ull << 20, 1, 600ull << 20, 1000000, 5000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_result_t *r = calloc(2, sizeof(*r));
+	assert_non_null(r);
+	char err[256];
+	for (int m = 0; m < 2; m++) {
+		gmx_sim_config_t c = base_config(t, 2, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, 1000ull << 20);
+		c.sched.slice_ns = 50000000;
+		c.duration_ns = 3000000000LL;
+		c.warmup_ns = 1000000000LL;
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		double share = r[1].tasks[i].throughput_per_s / r[0].tasks[i].throughput_per_s;
+		assert_true(share > 0.80);
+		assert_true(share < 0.92);
+	}
+	free(r);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
+/* timeline with hold_task: the held task keeps its place in the rotation while
+ * its host thinks, and the device waits for it at its turn. */
+static void timeline_holds_the_turn_of_the_held_task(void **state)
+{
+	(void)state;
+	gmx_workload_t h, b;
+	tu_sweep(&h, "host", 1 << 20, 1, 4096, 1000000 /* 1 ms */, 20000000 /* 20 ms */);
+	tu_sweep(&b, "busy", 1 << 20, 1, 4096, 1000000, 5000);
+	gmx_sim_task_t t[2] = {{.name = "host", .workload = &h}, {.name = "busy", .workload = &b}};
+	gmx_sim_result_t *r = calloc(2, sizeof(*r));
+	assert_non_null(r);
+	char err[256];
+	for (int k = 0; k < 2; k++) {
+		gmx_sim_config_t c = base_config(t, 2, "timeline", GMX_MEM_INMEM, 1ull << 30);
+		c.sched.slice_ns = 5000000;
+		c.sched.hold_task = k ? 1 : 0; /* task 0, held in the second run */
+		assert_int_equal(gmx_sim_run(&c, &r[k], err, sizeof(err)), 0);
+	}
+	/* Unheld, busy runs while host thinks (host waits at most a slice for its
+	 * turn); held, the device idles through host's think time at every turn. */
+	assert_true(r[1].tasks[1].units * 2 < r[0].tasks[1].units);
+	assert_true(r[1].tasks[0].units >= r[0].tasks[0].units);
+	/* A cycle of host is its 20 ms think, launch and 1 ms kernel, plus at most
+	 * busy's 5 ms turn: about 21-26 ms, so 77-95 units in 2 s. */
+	assert_true(r[1].tasks[0].units >= 75 && r[1].tasks[0].units <= 96);
+	free(r);
+	gmx_workload_free(&h);
+	gmx_workload_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +488,8 @@ int main(void)
 	    cmocka_unit_test(warmup_reports_the_window_after_it),
 	    cmocka_unit_test(modes_agree_when_memory_suffices),
 	    cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
+	    cmocka_unit_test(ideal_pays_the_loads_a_switch_forces),
+	    cmocka_unit_test(timeline_holds_the_turn_of_the_held_task),
 	    cmocka_unit_test(exclusive_runs_each_task_alone),
 	    cmocka_unit_test(timeslice_shares_the_device_equally),
 	    cmocka_unit_test(timeslice_preempts_a_long_kernel),

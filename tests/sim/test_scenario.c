@@ -69,8 +69,9 @@ static void bad_warmup(void **state)
 static void warmup_is_read_and_defaults_to_zero(void **state)
 {
 	(void)state;
-	const char *texts[2] = {"[scenario]\nwarmup_s = 1.5\n[task a]\nworkload = vector-add\nfootprint = 12000000\n",
-				"[scenario]\n[task a]\nworkload = vector-add\nfootprint = 12000000\n"};
+	const char *texts[2] = {
+	    "[scenario]\nwarmup_s = 1.5\n[task a]\nworkload = vector-add\nfootprint = 12000000\n",
+	    "[scenario]\n[task a]\nworkload = vector-add\nfootprint = 12000000\n"};
 	const int64_t want[2] = {1500000000LL, 0};
 	for (int i = 0; i < 2; i++) {
 		gmx_scenario_t sc;
@@ -130,7 +131,8 @@ static void missing_workload(void **state)
 static void duplicate_task_names(void **state)
 {
 	(void)state;
-	expect_error("[task a]\nworkload = vector-add\n[task a]\nworkload = matmul\n", 3, "[task a] is defined twice");
+	expect_error("[task a]\nworkload = vector-add\n[task a]\nworkload = matmul\n", 3,
+		     "[task a] is defined twice");
 	expect_error("[task a]\nworkload = vector-add\n[task a]\n", 3, "[task a] is defined twice");
 	expect_error("[task a]\nworkload = vector-add\n[task   a]\n", 3, "[task a] is defined twice");
 	expect_error("[task a]\nworkload = vector-add\n[task a]\n", 3, ".ini:1)");
@@ -138,8 +140,11 @@ static void duplicate_task_names(void **state)
 		     "names a task 'a0' that [task a0] at");
 	expect_error("[task a]\nworkload = vector-add\ncount = 2\n[task a1]\nworkload = vector-add\n", 4,
 		     "[task a1] names a task 'a1' that [task a] with count at");
-	expect_error("[task a]\nworkload = vector-add\ncount = 64\n[task b]\nworkload = vector-add\n", 4,
-		     "[task b] brings the scenario to 65 tasks");
+	_Static_assert(GMX_MAX_TASKS == 128, "two sections of count 64 fill a scenario");
+	expect_error(
+	    "[task a]\nworkload = vector-add\ncount = 64\n[task b]\nworkload = vector-add\ncount = 64\n"
+	    "[task c]\nworkload = vector-add\n",
+	    7, "[task c] brings the scenario to 129 tasks");
 }
 
 /* sched and mem are checked where they are written, and the slice against the bounds the
@@ -147,16 +152,22 @@ static void duplicate_task_names(void **state)
 static void scenario_keys_checked_at_their_line(void **state)
 {
 	(void)state;
-	expect_error("[scenario]\nsched = bogus\n[task a]\nworkload = vector-add\n", 2, "unknown scheduler 'bogus'");
-	expect_error("[scenario]\nmem = bogus\n[task a]\nworkload = vector-add\n", 2, "unknown memory mode 'bogus'");
-	expect_error("[scenario]\nslice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2, "slice_ms '0.005'");
-	expect_error("[scenario]\nmem_slice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2, "mem_slice_ms '0.005'");
-	expect_error("[scenario]\nduration_s = 0x10\n[task a]\nworkload = vector-add\n", 2, "duration_s '0x10'");
+	expect_error("[scenario]\nsched = bogus\n[task a]\nworkload = vector-add\n", 2,
+		     "unknown scheduler 'bogus'");
+	expect_error("[scenario]\nmem = bogus\n[task a]\nworkload = vector-add\n", 2,
+		     "unknown memory mode 'bogus'");
+	expect_error("[scenario]\nslice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2,
+		     "slice_ms '0.005'");
+	expect_error("[scenario]\nmem_slice_ms = 0.005\n[task a]\nworkload = vector-add\n", 2,
+		     "mem_slice_ms '0.005'");
+	expect_error("[scenario]\nduration_s = 0x10\n[task a]\nworkload = vector-add\n", 2,
+		     "duration_s '0x10'");
 	expect_error("[scenario]\nseed = 1.5\n[task a]\nworkload = vector-add\n", 2, "seed '1.5'");
 	expect_error("[scenario]\nwarmup_s = inf\n[task a]\nworkload = vector-add\n", 2, "warmup_s 'inf'");
 	expect_error("[task a]\nworkload = vector-add\ncount = 0x2\n", 3, "count '0x2'");
-	expect_error("[scenario]\n\n[task a]\nworkload = vector-add\narrival = trace\narrivals = nonexist.json\n", 6,
-		     "arrivals file: unable to open");
+	expect_error(
+	    "[scenario]\n\n[task a]\nworkload = vector-add\narrival = trace\narrivals = nonexist.json\n", 6,
+	    "arrivals file: unable to open");
 	/* A line too long for the INI reader is named as such, at its own line. */
 	char text[1024];
 	snprintf(text, sizeof(text), "[task a]\nworkload = %0300d\nunits = 1\n", 0);
@@ -164,8 +175,10 @@ static void scenario_keys_checked_at_their_line(void **state)
 	/* The smallest slice the parser takes runs. */
 	char err[512];
 	gmx_scenario_t sc;
-	int rc = load_scenario("[scenario]\nslice_ms = 0.01\nduration_s = 0.001\n[task a]\nworkload = vector-add\n"
-			       "footprint = 1200000\n", &sc, err, sizeof(err));
+	int rc =
+	    load_scenario("[scenario]\nslice_ms = 0.01\nduration_s = 0.001\n[task a]\nworkload = vector-add\n"
+			  "footprint = 1200000\n",
+			  &sc, err, sizeof(err));
 	if (rc)
 		fail_msg("%s", err);
 	gmx_sim_result_t *res = calloc(1, sizeof(*res));
@@ -195,14 +208,21 @@ static void missing_workload_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(valid_scenario_loads),   cmocka_unit_test(unknown_scenario_key),
-		cmocka_unit_test(unknown_section),        cmocka_unit_test(unknown_preset),
-		cmocka_unit_test(bad_priority),           cmocka_unit_test(negative_units),
-		cmocka_unit_test(unknown_generator),      cmocka_unit_test(bad_generator_parameter),
-		cmocka_unit_test(missing_workload), cmocka_unit_test(duplicate_task_names),
-		cmocka_unit_test(scenario_keys_checked_at_their_line),       cmocka_unit_test(missing_file),
-		cmocka_unit_test(missing_workload_file),
-		cmocka_unit_test(bad_warmup),             cmocka_unit_test(warmup_is_read_and_defaults_to_zero),
+	    cmocka_unit_test(valid_scenario_loads),
+	    cmocka_unit_test(unknown_scenario_key),
+	    cmocka_unit_test(unknown_section),
+	    cmocka_unit_test(unknown_preset),
+	    cmocka_unit_test(bad_priority),
+	    cmocka_unit_test(negative_units),
+	    cmocka_unit_test(unknown_generator),
+	    cmocka_unit_test(bad_generator_parameter),
+	    cmocka_unit_test(missing_workload),
+	    cmocka_unit_test(duplicate_task_names),
+	    cmocka_unit_test(scenario_keys_checked_at_their_line),
+	    cmocka_unit_test(missing_file),
+	    cmocka_unit_test(missing_workload_file),
+	    cmocka_unit_test(bad_warmup),
+	    cmocka_unit_test(warmup_is_read_and_defaults_to_zero),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

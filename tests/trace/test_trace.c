@@ -343,6 +343,10 @@ static void t_working_set(void)
 	gmx_trace_stats(&w, NULL, &st);
 	CHECK(st.peak_allocated_bytes == 1008192, "replayed peak %llu", (unsigned long long)st.peak_allocated_bytes);
 	CHECK(st.allocations == 2 && st.frees == 2, "2 allocations, 2 frees");
+	/* Packed as the caching allocator does (include/gpumux/devalloc.h): all four allocations are
+	 * small-pool requests (<= 1 MiB) and share one 2 MiB segment, where a chunk each would be 8 MiB. */
+	CHECK(st.packed_bytes == (2ull << 20), "packed %llu bytes, expected one 2 MiB segment",
+	      (unsigned long long)st.packed_bytes);
 	gmx_trace_info_free(&info);
 	gmx_workload_free(&w);
 }

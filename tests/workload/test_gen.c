@@ -408,6 +408,55 @@ static void test_cnn(void **state)
 	expect_gen_error("cnn", (const char *const[]){"model", "vgg19", "footprint", "100M", NULL}, "below");
 }
 
+/* Kernels of w named `name`. */
+static uint32_t kernels_named(const gmx_workload_t *w, const char *name)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++)
+		n += w->ops[i].kind == GMX_OP_KERNEL && !strcmp(w->names[w->ops[i].name], name);
+	return n;
+}
+
+/* autograd=1: inference without torch.no_grad(), as a plain PyTorch script runs it. The
+ * autograd graph keeps the activations saved for backward until the request ends, so the
+ * caching allocator cannot reuse them within the pass: the footprint of a batch is the sum of
+ * its activations, and at a given footprint a request does far less work. */
+static void test_cnn_autograd(void **state)
+{
+	(void)state;
+	static const char *const models[] = {"resnet152", "vgg19", "inception3", "densenet201"};
+	for (int i = 0; i < 4; i++) {
+		gmx_workload_t nog, ag, nog_fp, ag_fp;
+		build("cnn", (const char *const[]){"model", models[i], "batch", "64", NULL}, &nog);
+		build("cnn", (const char *const[]){"model", models[i], "batch", "64", "autograd", "1", NULL}, &ag);
+		check_consistent(&ag);
+		/* the same kernels (max pooling also writes its indices), the same work */
+		assert_int_equal(count_kernels(&ag), count_kernels(&nog));
+		assert_true(gmx_workload_gpu_ns(&ag) >= gmx_workload_gpu_ns(&nog));
+		assert_true(gmx_workload_gpu_ns(&ag) < gmx_workload_gpu_ns(&nog) * 11 / 10);
+		/* held activations: over twice the no-grad pass's reused blocks (VGG19: 2.5x with its
+		 * 548 MB of weights; ResNet152: 11x) */
+		assert_true(gmx_workload_footprint(&ag) > 2 * gmx_workload_footprint(&nog));
+		if (strcmp(models[i], "densenet201")) /* DenseNet's pools are average pools after its stem */
+			assert_true(kernels_named(&ag, "max_pool2d_with_indices") > 0);
+		assert_int_equal(kernels_named(&nog, "max_pool2d_with_indices"), 0);
+		/* at the MSched mixes' footprints: far less work per byte held (VGG19 3.0x less,
+		 * Inception 5.1x, DenseNet 10x, ResNet152 14x) */
+		build("cnn", (const char *const[]){"model", models[i], "footprint", "6G", NULL}, &nog_fp);
+		build("cnn", (const char *const[]){"model", models[i], "footprint", "6G", "autograd", "1", NULL}, &ag_fp);
+		check_consistent(&ag_fp);
+		assert_true(gmx_workload_footprint(&ag_fp) <= 6ull << 30);
+		assert_true(gmx_workload_footprint(&ag_fp) > 5ull << 30);
+		assert_true(gmx_workload_gpu_ns(&ag_fp) * 5 < gmx_workload_gpu_ns(&nog_fp) * 2);
+		assert_true(whole_alloc_over_touched(&ag_fp) >= 1.0);
+		gmx_workload_free(&nog);
+		gmx_workload_free(&ag);
+		gmx_workload_free(&nog_fp);
+		gmx_workload_free(&ag_fp);
+	}
+	expect_gen_error("cnn", (const char *const[]){"autograd", "2", NULL}, "autograd");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -417,6 +466,7 @@ int main(void)
 		cmocka_unit_test(test_rodinia),
 		cmocka_unit_test(test_reef),
 		cmocka_unit_test(test_cnn),
+		cmocka_unit_test(test_cnn_autograd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,59 @@
+/*
+ * The interposer's book of its lease (docs/protocol.md, "Leases"): pure, no locks, no I/O, so
+ * that it is unit-tested alone (tests/shim/test_lease_book.c). grant_daemon.c keeps one per
+ * session under D.lock.
+ */
+#ifndef GMX_SHIM_LEASE_H
+#define GMX_SHIM_LEASE_H
+
+#include <stdint.h>
+
+typedef struct {
+	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
+	uint32_t now;	   /* leased commands in flight */
+	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
+	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
+} gmx_shim_lease_t;
+
+/* What a command that was never announced does under the lease at now_ns. */
+enum {
+	GMX_LEASE_RELEASE, /* go now, reported in the next batch */
+	GMX_LEASE_HOLD,	   /* wait: the bound is reached, a leased command will complete */
+	GMX_LEASE_ASK	   /* announce it (NOTICE) and wait for a grant: no lease, or it ended */
+};
+
+/* The decision for one release at now_ns, with `granted` commands the daemon granted in flight
+ * besides (the bound counts everything the task has in flight, as the policy does); `blocked`
+ * (a migration running, the session being restarted): nothing goes under the lease. */
+static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked, uint32_t granted)
+{
+	int ended = l->until && now_ns >= l->until;
+	if (!l->inflight || ended)
+		return GMX_LEASE_ASK;
+	if (l->now + granted < l->inflight && !blocked)
+		return GMX_LEASE_RELEASE;
+	return l->now + granted ? GMX_LEASE_HOLD : GMX_LEASE_ASK;
+}
+
+/* A LEASE entry applied: the bound from here on (0 revokes). Leased commands in flight stay. */
+static inline void gmx_shim_lease_apply(gmx_shim_lease_t *l, uint32_t inflight, int64_t until)
+{
+	l->inflight = inflight;
+	l->until = inflight ? until : 0;
+}
+
+/* Command seq was released under the lease. */
+static inline void gmx_shim_lease_released(gmx_shim_lease_t *l, uint64_t seq)
+{
+	l->now++;
+	l->last_seq = seq;
+}
+
+/* A leased command completed. */
+static inline void gmx_shim_lease_completed(gmx_shim_lease_t *l)
+{
+	if (l->now)
+		l->now--;
+}
+
+#endif

@@ -1,0 +1,86 @@
+/* The interposer's lease book (shim/lease.h): what a command does under a lease, its bound,
+ * its end, a revoke while leased commands are in flight, and what is acknowledged. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "lease.h"
+
+static void no_lease_asks(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_ASK);
+}
+
+static void bound_holds_then_releases(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	gmx_shim_lease_apply(&l, 2, 0);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+	gmx_shim_lease_released(&l, 10);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+	gmx_shim_lease_released(&l, 11);
+	assert_int_equal(l.last_seq, 11);
+	/* At the bound: wait for a leased completion rather than ask the daemon. */
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_HOLD);
+	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+	/* A migration or a restart blocks leased releases. */
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 1, 0), GMX_LEASE_HOLD);
+	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 1, 0), GMX_LEASE_ASK);
+	gmx_shim_lease_completed(&l); /* never below zero */
+	assert_int_equal(l.now, 0);
+}
+
+static void end_and_revoke(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	gmx_shim_lease_apply(&l, 1, 1000);
+	assert_int_equal(gmx_shim_lease_decide(&l, 999, 0, 0), GMX_LEASE_RELEASE);
+	gmx_shim_lease_released(&l, 3);
+	/* Ended: ask, even with leased work in flight (its slice is over). */
+	assert_int_equal(gmx_shim_lease_decide(&l, 1000, 0, 0), GMX_LEASE_ASK);
+	/* Revoked with one in flight: the next command asks; the one in flight stays counted. */
+	gmx_shim_lease_apply(&l, 0, 5000);
+	assert_int_equal(l.until, 0);
+	assert_int_equal(l.now, 1);
+	assert_int_equal(gmx_shim_lease_decide(&l, 10, 0, 0), GMX_LEASE_ASK);
+	/* Narrowed below what is in flight: hold until it drains. */
+	gmx_shim_lease_released(&l, 4);
+	gmx_shim_lease_apply(&l, 1, 0);
+	assert_int_equal(gmx_shim_lease_decide(&l, 10, 0, 0), GMX_LEASE_HOLD);
+	assert_int_equal(l.last_seq, 4);
+}
+
+/* Granted commands in flight count against the bound too: everything the task has in flight. */
+static void granted_count(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	gmx_shim_lease_apply(&l, 2, 0);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_RELEASE);
+	gmx_shim_lease_released(&l, 7);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_HOLD);
+	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 2), GMX_LEASE_HOLD);
+	gmx_shim_lease_apply(&l, 1, 0);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_HOLD);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(no_lease_asks),
+	    cmocka_unit_test(bound_holds_then_releases),
+	    cmocka_unit_test(end_and_revoke),
+	    cmocka_unit_test(granted_count),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
