@@ -161,21 +161,39 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 			   "Throughput kept of same-slice inmem, per scenario and slice",
 			   "% of inmem throughput", &a, 100);
 	} else if (!strcmp(bench, "combined")) {
-		/* One group per scenario: each policy's HP p99 over HP alone, and LP over LP alone. */
+		/* Per scenario: one point per policy, HP p99 over HP alone against LP throughput kept. */
 		json_array_foreach(json_object_get(root, "scenarios"), i, row)
 		{
-			const char *g = i < MAX_GROUPS ? short_name(str(row, "name"), names[i], sizeof names[i]) : "?";
+			const char *lab[MAX_SERIES];
+			double x[MAX_SERIES], y[MAX_SERIES];
+			uint32_t n = 0;
 			size_t k;
 			json_t *p;
 			json_array_foreach(json_object_get(row, "policies"), k, p)
 			{
+				if (n == MAX_SERIES)
+					break;
 				double al = json_number_value(json_object_get(p, "lp_alone_units_per_s"));
-				table_set(&a, g, str(p, "policy"),
-					  al > 0 ? 100 * json_number_value(json_object_get(p, "lp_units_per_s")) / al : NAN);
+				double hp = json_number_value(json_object_get(p, "hp_alone_p99_s"));
+				lab[n] = str(p, "policy");
+				x[n] = al > 0 ? 100 * json_number_value(json_object_get(p, "lp_units_per_s")) / al : NAN;
+				y[n] = hp > 0 ? json_number_value(json_object_get(p, "hp_p99_s")) / hp : NAN;
+				n++;
+			}
+			char path[4096], err[512], title[160], sn[64];
+			short_name(str(row, "name"), sn, sizeof sn);
+			snprintf(title, sizeof title, "%s: HP p99 against LP throughput, per policy", sn);
+			for (int png = 0; png < 2 && n; png++) {
+				snprintf(path, sizeof path, "%s/combined-%s.%s", dir, sn, png ? "png" : "svg");
+				if (gmx_chart_points(path, title, "LP throughput, % of LP alone (same policy and memory)",
+						     "HP p99 / HP alone", lab, n, x, y, NULL, err, sizeof err)) {
+					fprintf(stderr, "gpumux bench: --plot: %s\n", err);
+					rc = 1;
+					break;
+				}
+				fprintf(stderr, "gpumux bench: chart written to %s\n", path);
 			}
 		}
-		rc |= draw(dir, "combined-lp", "LP throughput kept of LP alone (same policy and memory)",
-			   "% of LP alone", &a, 100);
 	} else if (!strcmp(bench, "speed")) {
 		json_array_foreach(json_object_get(root, "runs"), i, row)
 		{

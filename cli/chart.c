@@ -342,6 +342,29 @@ int gmx_chart_timeline(const char *path, const gmx_sim_timeline_t *tl, const gmx
 
 /* ---- bar charts ---- */
 
+/* Horizontal grid lines every `step` up to vmax between x0 and x1, their values, and the
+ * y axis's label turned upright beside them. */
+static void y_axis(cairo_t *cr, double x0, double x1, double top, double ph, double vmax, double step,
+		   const char *label)
+{
+	for (double v = 0; v <= vmax + 1e-12; v += step) {
+		double y = floor(top + ph - v / vmax * ph) + 0.5;
+		cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+		cairo_move_to(cr, x0, y);
+		cairo_line_to(cr, x1, y);
+		cairo_stroke(cr);
+		char lab[32];
+		snprintf(lab, sizeof lab, "%g", v);
+		cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+		text(cr, x0 - 8 - text_width(cr, 11, lab), y + 4, 11, 0, lab);
+	}
+	cairo_save(cr);
+	cairo_translate(cr, 22, top + ph / 2 + text_width(cr, 12, label) / 2);
+	cairo_rotate(cr, -M_PI / 2);
+	text(cr, 0, 0, 12, 0, label);
+	cairo_restore(cr);
+}
+
 int gmx_chart_bars(const char *path, const char *title, const char *y_label, const char *const *groups,
 		   uint32_t n_groups, const char *const *series, uint32_t n_series, const double *values,
 		   double ref, char *err, size_t err_len)
@@ -388,22 +411,7 @@ int gmx_chart_bars(const char *path, const char *title, const char *y_label, con
 	cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
 	text(cr, 12, 24, 16, 1, title);
 	cairo_set_line_width(cr, 1);
-	for (double v = 0; v <= vmax + 1e-12; v += step) {
-		double y = floor(top + ph - v / vmax * ph) + 0.5;
-		cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-		cairo_move_to(cr, left, y);
-		cairo_line_to(cr, w - right, y);
-		cairo_stroke(cr);
-		char lab[32];
-		snprintf(lab, sizeof lab, "%g", v);
-		cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-		text(cr, left - 8 - text_width(cr, 11, lab), y + 4, 11, 0, lab);
-	}
-	cairo_save(cr);
-	cairo_translate(cr, 22, top + ph / 2 + text_width(cr, 12, y_label) / 2);
-	cairo_rotate(cr, -M_PI / 2);
-	text(cr, 0, 0, 12, 0, y_label);
-	cairo_restore(cr);
+	y_axis(cr, left, w - right, top, ph, vmax, step, y_label);
 	for (uint32_t g = 0; g < n_groups; g++) {
 		double gx = left + gw * g, bw = (gw - 24) / n_series;
 		for (uint32_t k = 0; k < n_series; k++) {
@@ -440,6 +448,65 @@ int gmx_chart_bars(const char *path, const char *title, const char *y_label, con
 		cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
 		text(cr, lx + 18, ly, 11, 0, series[k]);
 		lx += 18 + text_width(cr, 11, series[k]) + 22;
+	}
+	return close_surface(cr, sf, path, err, err_len);
+}
+
+int gmx_chart_points(const char *path, const char *title, const char *x_label, const char *y_label,
+		     const char *const *labels, uint32_t n, const double *x, const double *y, const double *series,
+		     char *err, size_t err_len)
+{
+	if (!n) {
+		snprintf(err, err_len, "%s: nothing to draw", path);
+		return -EINVAL;
+	}
+	double w = 760, h = 480, left = 90, top = 60, right = 30, bottom = 56;
+	cairo_surface_t *sf = open_surface(path, w, h, err, err_len);
+	if (!sf)
+		return -EIO;
+	cairo_t *cr = cairo_create(sf);
+	cairo_set_source_rgb(cr, 1, 1, 1);
+	cairo_paint(cr);
+	double xmax = 0, ymax = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (isfinite(x[i]) && x[i] > xmax)
+			xmax = x[i];
+		if (isfinite(y[i]) && y[i] > ymax)
+			ymax = y[i];
+	}
+	xmax = xmax > 0 ? xmax : 1;
+	ymax = ymax > 0 ? ymax : 1;
+	double xs = nice_step(xmax, 6), ys = nice_step(ymax, 6);
+	xmax = ceil(xmax / xs) * xs;
+	ymax = ceil(ymax / ys) * ys;
+	double pw = w - left - right, ph = h - top - bottom;
+	cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+	text(cr, 12, 24, 16, 1, title);
+	cairo_set_line_width(cr, 1);
+	y_axis(cr, left, left + pw, top, ph, ymax, ys, y_label);
+	for (double v = 0; v <= xmax + 1e-12; v += xs) {
+		double xx = floor(left + v / xmax * pw) + 0.5;
+		cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
+		cairo_move_to(cr, xx, top);
+		cairo_line_to(cr, xx, top + ph);
+		cairo_stroke(cr);
+		char lab[32];
+		snprintf(lab, sizeof lab, "%g", v);
+		cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+		text(cr, xx - text_width(cr, 11, lab) / 2, top + ph + 16, 11, 0, lab);
+	}
+	cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
+	text(cr, left + pw / 2 - text_width(cr, 12, x_label) / 2, h - 14, 12, 0, x_label);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!isfinite(x[i]) || !isfinite(y[i]))
+			continue;
+		int k = series ? (int)series[i] : (int)i;
+		double px = left + x[i] / xmax * pw, py = top + ph - y[i] / ymax * ph;
+		cairo_set_source_rgb(cr, C_TASK[k % 8][0], C_TASK[k % 8][1], C_TASK[k % 8][2]);
+		cairo_arc(cr, px, py, 5, 0, 2 * M_PI);
+		cairo_fill(cr);
+		cairo_set_source_rgb(cr, 0.15, 0.15, 0.15);
+		text(cr, px + 8, py - 6, 10, 0, labels[i]);
 	}
 	return close_surface(cr, sf, path, err, err_len);
 }

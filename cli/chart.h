@@ -24,4 +24,10 @@ int gmx_chart_bars(const char *path, const char *title, const char *y_label, con
 		   uint32_t n_groups, const char *const *series, uint32_t n_series, const double *values,
 		   double ref, char *err, size_t err_len);
 
+/* Draws labelled points (x[i], y[i]); series[i] picks the colour (NULL: one per point). 0, or a
+ * negative errno with the reason. */
+int gmx_chart_points(const char *path, const char *title, const char *x_label, const char *y_label,
+		     const char *const *labels, uint32_t n, const double *x, const double *y, const double *series,
+		     char *err, size_t err_len);
+
 #endif

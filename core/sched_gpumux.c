@@ -56,10 +56,10 @@ struct gmx_policy {
 	gmx_sched_params_t params;
 	uint32_t n_tasks;
 	gtask_t task[GMX_MAX_TASKS];
-	int lp_active;	    /* LP task whose turn it is, -1 none */
-	int64_t lp_end;	    /* when its turn ends */
+	int lp_active;	       /* LP task whose turn it is, -1 none */
+	int64_t lp_end;	       /* when its turn ends */
 	int64_t lp_idle_since; /* when it ran dry, -1 busy */
-	int hp_idle;	    /* the HP level has nothing queued or in flight */
+	int hp_idle;	       /* the HP level has nothing queued or in flight */
 	int64_t hp_idle_since;
 	int64_t gaps[GAP_SAMPLES]; /* last HP idle gaps, ring */
 	uint32_t n_gaps, gap_next;
@@ -175,7 +175,8 @@ static int next_lp(const gmx_policy_t *s, int hp, int from)
 {
 	int best = -1;
 	for (uint32_t k = 1; k <= s->n_tasks; k++) {
-		uint32_t i = (uint32_t)(((from < 0 ? -1 : from) + (int)k + (int)s->n_tasks) % (int)s->n_tasks);
+		uint32_t i =
+		    (uint32_t)(((from < 0 ? -1 : from) + (int)k + (int)s->n_tasks) % (int)s->n_tasks);
 		if (s->task[i].priority <= hp || !has_work(s, i))
 			continue;
 		if (best < 0 || s->task[i].priority < s->task[best].priority)

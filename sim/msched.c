@@ -6,6 +6,7 @@
  * planner does what MSched's madvise calls do, reordering that list by the
  * timeline so that the driver's own eviction takes the right victims. */
 #include "msched.h"
+#include "msched_predict.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -28,8 +29,10 @@ typedef struct ptask {
 	uint64_t *rp;              /* predicted range: first global page */
 	uint32_t *rn;              /* and its page count */
 	uint32_t n_r, cap_r;
+	uint32_t op_floor;         /* ranges from here on belong to the op being predicted */
 	int64_t *op_ns;            /* per op: solo time plus the launch gap, for the slice walk */
 	uint32_t next_op;          /* the op the task runs next */
+	uint32_t refresh_in;       /* PRIO, LP: kernels until its plan is refreshed */
 	uint8_t runnable;
 	int priority;
 	int64_t target_ns;         /* latency target, 0 = none */
@@ -72,8 +75,8 @@ static int push_range(ptask_t *p, uint64_t page, uint32_t n)
 {
 	if (!n)
 		return 0;
-	if (p->n_r && p->rp[p->n_r - 1] + p->rn[p->n_r - 1] == page) {
-		p->rn[p->n_r - 1] += n; /* adjacent: one range */
+	if (p->n_r > p->op_floor && p->rp[p->n_r - 1] + p->rn[p->n_r - 1] == page) {
+		p->rn[p->n_r - 1] += n; /* adjacent within the op: one range */
 		return 0;
 	}
 	if (p->n_r == p->cap_r) {
@@ -93,149 +96,6 @@ static int push_range(ptask_t *p, uint64_t page, uint32_t n)
 	return 0;
 }
 
-/* A launch as the profiler records it. ranges must hold op->region_count. */
-static void launch_of(const gmx_workload_t *w, const gmx_op_t *op, gmx_tpl_range_t *ranges, gmx_tpl_launch_t *x)
-{
-	for (uint32_t r = 0; r < op->region_count; r++) {
-		const gmx_region_t *g = &w->regions[op->region_first + r];
-		ranges[r] = (gmx_tpl_range_t){w->buffers[g->buffer].addr + g->offset, g->length};
-	}
-	*x = (gmx_tpl_launch_t){.name = w->names[op->name], .args = &w->args[op->arg_first], .n_args = op->arg_count,
-				.ranges = ranges, .n_ranges = op->region_count};
-	memcpy(x->grid, op->grid, sizeof(op->grid));
-	memcpy(x->block, op->block, sizeof(op->block));
-}
-
-int gmx_msched_learn_many(const gmx_workload_t *const *w, uint32_t n, gmx_tpl_set_t *set)
-{
-	gmx_tpl_learner_t *l;
-	int rc = gmx_tpl_learner_create(&l);
-	if (rc)
-		return rc;
-	gmx_tpl_range_t *ranges = NULL;
-	uint32_t cap = 0;
-	for (uint32_t k = 0; k < n && !rc; k++)
-		for (uint32_t i = 0; i < w[k]->n_ops && !rc; i++) {
-			const gmx_op_t *op = &w[k]->ops[i];
-			if (op->kind != GMX_OP_KERNEL || !op->region_count)
-				continue;
-			if (op->region_count > cap) {
-				gmx_tpl_range_t *p = realloc(ranges, op->region_count * sizeof(*p));
-				if (!p) {
-					rc = -ENOMEM;
-					break;
-				}
-				ranges = p;
-				cap = op->region_count;
-			}
-			gmx_tpl_launch_t x;
-			launch_of(w[k], op, ranges, &x);
-			rc = gmx_tpl_learn(l, &x);
-			if (rc == -EINVAL)
-				rc = 0; /* more arguments than a template holds: that kernel stays uncovered */
-		}
-	free(ranges);
-	if (!rc)
-		rc = gmx_tpl_learner_finish(l, set);
-	gmx_tpl_learner_destroy(l);
-	return rc;
-}
-
-int gmx_msched_learn(const gmx_workload_t *w, gmx_tpl_set_t *set)
-{
-	return gmx_msched_learn_many(&w, 1, set);
-}
-
-/* Calls emit(ctx, buffer, offset, length) for each predicted range of op,
- * page-aligned, clipped to buffers. Returns the template kind, or -ENOMEM. */
-typedef int (*emit_fn)(void *ctx, uint32_t buf, uint64_t off, uint64_t len);
-
-/* A launch no template covers: the whole allocations its pointer arguments
- * point into are the prediction, as on a real GPU (DESIGN.md, "Memory on a
- * real GPU"); whatever they miss goes through demand paging. Counted as
- * "other" (no template). */
-static int predict_whole_args(const gmx_workload_t *w, const gmx_op_t *op, emit_fn emit, void *ctx)
-{
-	for (uint32_t a = 0; a < op->arg_count; a++) {
-		const gmx_arg_t *g = &w->args[op->arg_first + a];
-		if (!g->is_pointer)
-			continue;
-		int64_t b = gmx_workload_find_buffer(w, g->value);
-		if (b < 0)
-			continue;
-		int dup = 0; /* the same allocation through two arguments: once */
-		for (uint32_t k = 0; k < a && !dup; k++) {
-			const gmx_arg_t *h = &w->args[op->arg_first + k];
-			dup = h->is_pointer && gmx_workload_find_buffer(w, h->value) == b;
-		}
-		if (dup)
-			continue;
-		int rc = emit(ctx, (uint32_t)b, 0, w->buffers[b].size);
-		if (rc)
-			return rc;
-	}
-	return GMX_TPL_OTHER;
-}
-
-static int predict_op(const gmx_tpl_set_t *set, const gmx_workload_t *w, const gmx_op_t *op, int wholealloc,
-		      emit_fn emit, void *ctx)
-{
-	if (op->kind == GMX_OP_MEMSET || op->kind == GMX_OP_COPY_H2D || op->kind == GMX_OP_COPY_D2H) {
-		/* Copies and memsets: the extent is in the API call itself. */
-		if (op->buffer >= w->n_buffers)
-			return GMX_TPL_OTHER;
-		uint64_t len = op->bytes < w->buffers[op->buffer].size ? op->bytes : w->buffers[op->buffer].size;
-		int rc = emit(ctx, op->buffer, 0, wholealloc ? w->buffers[op->buffer].size : len);
-		return rc ? rc : GMX_TPL_T2;
-	}
-	const gmx_tpl_t *t = op->kind == GMX_OP_KERNEL ? gmx_tpl_find(set, w->names[op->name]) : NULL;
-	if (!t)
-		return op->kind == GMX_OP_KERNEL ? predict_whole_args(w, op, emit, ctx) : GMX_TPL_OTHER;
-	gmx_tpl_range_t small[64], *out = small;
-	uint32_t n;
-	int rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, 64, &n);
-	if (rc == -ENOSPC) {
-		out = malloc(n * sizeof(*out));
-		if (!out)
-			return -ENOMEM;
-		rc = gmx_tpl_predict(t, &w->args[op->arg_first], op->arg_count, op->grid, op->block, out, n, &n);
-	}
-	if (rc) {
-		if (out != small)
-			free(out);
-		return predict_whole_args(w, op, emit, ctx);
-	}
-	int64_t last_buf = -1;
-	for (uint32_t i = 0; i < n && !rc; i++) {
-		uint64_t a = out[i].addr, end = out[i].addr + out[i].length;
-		while (a < end && !rc) {
-			int64_t b = gmx_workload_find_buffer(w, a);
-			if (b < 0) {
-				/* Past a buffer's end (page rounding): skip to the next buffer. */
-				uint64_t nxt = UINT64_MAX;
-				for (uint32_t k = 0; k < w->n_buffers; k++)
-					if (w->buffers[k].addr > a && w->buffers[k].addr < nxt)
-						nxt = w->buffers[k].addr;
-				a = nxt;
-				continue;
-			}
-			const gmx_buffer_t *B = &w->buffers[b];
-			uint64_t off = a - B->addr, stop = end < B->addr + B->size ? end - B->addr : B->size;
-			if (wholealloc) {
-				if (b != last_buf)
-					rc = emit(ctx, (uint32_t)b, 0, B->size);
-				last_buf = b;
-			} else {
-				rc = emit(ctx, (uint32_t)b, off, stop - off);
-			}
-			a = B->addr + stop;
-		}
-	}
-	if (out != small)
-		free(out);
-	return rc ? rc : t->kind;
-}
-
 typedef struct emit_ctx {
 	ptask_t *p;
 	const gmx_memspace_t *m;
@@ -248,141 +108,6 @@ static int emit_pages(void *vctx, uint32_t buf, uint64_t off, uint64_t len)
 	uint64_t first = gmx_memspace_page(c->m, c->task, buf, off);
 	uint64_t last = gmx_memspace_page(c->m, c->task, buf, off + len - 1);
 	return push_range(c->p, first, (uint32_t)(last - first + 1));
-}
-
-/* ---- accuracy ---------------------------------------------------------------- */
-
-typedef struct ivl {
-	uint64_t lo, hi; /* pages [lo, hi) in a buffer-local space: buffer << 40 | page */
-} ivl_t;
-
-typedef struct ivl_list {
-	ivl_t *v;
-	uint32_t n, cap;
-} ivl_list_t;
-
-static int ivl_push(ivl_list_t *l, uint64_t lo, uint64_t hi)
-{
-	if (l->n == l->cap) {
-		uint32_t ncap = l->cap ? 2 * l->cap : 256;
-		ivl_t *p = realloc(l->v, ncap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->v = p;
-		l->cap = ncap;
-	}
-	l->v[l->n++] = (ivl_t){lo, hi};
-	return 0;
-}
-
-static int emit_ivl(void *vctx, uint32_t buf, uint64_t off, uint64_t len)
-{
-	uint64_t base = (uint64_t)buf << 40;
-	return ivl_push(vctx, base + (off >> 12), base + ((off + len + 4095) >> 12));
-}
-
-static int cmp_ivl(const void *a, const void *b)
-{
-	const ivl_t *x = a, *y = b;
-	return (x->lo > y->lo) - (x->lo < y->lo);
-}
-
-/* Sorts and merges in place; returns total pages. */
-static uint64_t ivl_norm(ivl_list_t *l)
-{
-	if (!l->n)
-		return 0;
-	qsort(l->v, l->n, sizeof(ivl_t), cmp_ivl);
-	uint32_t k = 0;
-	for (uint32_t i = 1; i < l->n; i++) {
-		if (l->v[i].lo <= l->v[k].hi) {
-			if (l->v[i].hi > l->v[k].hi)
-				l->v[k].hi = l->v[i].hi;
-		} else {
-			l->v[++k] = l->v[i];
-		}
-	}
-	l->n = k + 1;
-	uint64_t s = 0;
-	for (uint32_t i = 0; i < l->n; i++)
-		s += l->v[i].hi - l->v[i].lo;
-	return s;
-}
-
-static uint64_t ivl_common(const ivl_list_t *a, const ivl_list_t *b)
-{
-	uint64_t s = 0;
-	uint32_t i = 0, j = 0;
-	while (i < a->n && j < b->n) {
-		uint64_t lo = a->v[i].lo > b->v[j].lo ? a->v[i].lo : b->v[j].lo;
-		uint64_t hi = a->v[i].hi < b->v[j].hi ? a->v[i].hi : b->v[j].hi;
-		if (hi > lo)
-			s += hi - lo;
-		if (a->v[i].hi < b->v[j].hi)
-			i++;
-		else
-			j++;
-	}
-	return s;
-}
-
-/* Adds one workload's per-unit accuracy under set to the counters. */
-static int accuracy_add(const gmx_tpl_set_t *set, const gmx_workload_t *w, int wholealloc, uint64_t *touched,
-			uint64_t *predicted, uint64_t *hit, uint64_t *launches)
-{
-	ivl_list_t tr = {0}, pr = {0};
-	int rc = 0;
-	for (uint32_t i = 0; i < w->n_ops && !rc; i++) {
-		const gmx_op_t *op = &w->ops[i];
-		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
-			continue;
-		tr.n = pr.n = 0;
-		for (uint32_t r = 0; r < op->region_count && !rc; r++) {
-			const gmx_region_t *g = &w->regions[op->region_first + r];
-			rc = emit_ivl(&tr, g->buffer, g->offset, g->length);
-		}
-		int kind = predict_op(set, w, op, wholealloc, emit_ivl, &pr);
-		if (kind < 0 || rc) {
-			rc = rc ? rc : kind;
-			break;
-		}
-		if (op->kind == GMX_OP_KERNEL)
-			launches[kind]++;
-		*touched += ivl_norm(&tr);
-		*predicted += ivl_norm(&pr);
-		*hit += ivl_common(&tr, &pr);
-	}
-	free(tr.v);
-	free(pr.v);
-	return rc;
-}
-
-static void accuracy_pct(uint64_t touched, uint64_t predicted, uint64_t hit, gmx_sim_msched_stats_t *out)
-{
-	out->false_negative_pct = touched ? 100.0 * (double)(touched - hit) / (double)touched : 0;
-	out->false_positive_pct = predicted ? 100.0 * (double)(predicted - hit) / (double)predicted : 0;
-}
-
-int gmx_msched_accuracy_many(const gmx_workload_t *const *learn, uint32_t n_learn, const gmx_workload_t *apply,
-			     int wholealloc, gmx_sim_msched_stats_t *out)
-{
-	memset(out, 0, sizeof(*out));
-	gmx_tpl_set_t set;
-	int rc = gmx_msched_learn_many(learn, n_learn, &set);
-	if (rc)
-		return rc;
-	uint64_t touched = 0, predicted = 0, hit = 0;
-	rc = accuracy_add(&set, apply, wholealloc, &touched, &predicted, &hit, out->launches);
-	gmx_tpl_set_free(&set);
-	accuracy_pct(touched, predicted, hit, out);
-	out->valid = !rc;
-	return rc;
-}
-
-int gmx_msched_accuracy(const gmx_workload_t *learn, const gmx_workload_t *apply, int wholealloc,
-			gmx_sim_msched_stats_t *out)
-{
-	return gmx_msched_accuracy_many(&learn, 1, apply, wholealloc, out);
 }
 
 /* ---- set-up -------------------------------------------------------------------- */
@@ -410,18 +135,18 @@ static int build_task(gmx_msched_t *ms, uint32_t i, const gmx_sim_task_t *task, 
 	emit_ctx_t ec = {p, ms->m, i};
 	for (uint32_t k = 0; k < w->n_ops && !rc; k++) {
 		const gmx_op_t *op = &w->ops[k];
-		p->op_first[k] = p->n_r;
+		p->op_first[k] = p->op_floor = p->n_r;
 		if (op->kind == GMX_OP_KERNEL || op->kind == GMX_OP_MEMSET)
 			p->op_ns[k] = (int64_t)op->duration_ns + ms->dev->kernel_gap_ns;
 		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE || !op->region_count)
 			continue;
-		int kind = predict_op(set, w, op, ms->variant == GMX_MSCHED_WHOLEALLOC, emit_pages, &ec);
+		int kind = gmx_msched__predict_op(set, w, op, ms->variant == GMX_MSCHED_WHOLEALLOC, emit_pages, &ec);
 		if (kind < 0)
 			rc = kind;
 		p->op_n[k] = p->n_r - p->op_first[k];
 	}
 	if (!rc)
-		rc = accuracy_add(set, w, ms->variant == GMX_MSCHED_WHOLEALLOC, touched, predicted, hit,
+		rc = gmx_msched__accuracy_add(set, w, ms->variant == GMX_MSCHED_WHOLEALLOC, touched, predicted, hit,
 				  ms->st.launches);
 	gmx_tpl_set_free(&own);
 	return rc;
@@ -460,7 +185,7 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 		gmx_msched_destroy(ms);
 		return rc;
 	}
-	accuracy_pct(touched, predicted, hit, &ms->st);
+	gmx_msched__accuracy_pct(touched, predicted, hit, &ms->st);
 	ms->st.valid = 1;
 	if (variant == GMX_MSCHED_PRIO) {
 		m->protect = 1;
@@ -605,6 +330,27 @@ static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 	return 0;
 }
 
+/* The chunk holding page pg: *stop gets the end of [pg, end) within it and mk the mask of
+ * those pages. */
+static uint32_t chunk_part(uint64_t pg, uint64_t end, uint64_t mk[8], uint64_t *stop)
+{
+	uint32_t c = (uint32_t)(pg >> 9);
+	uint64_t cend = ((uint64_t)c + 1) << 9;
+	*stop = end < cend ? end : cend;
+	memset(mk, 0, 8 * sizeof(*mk));
+	set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(*stop - ((uint64_t)c << 9)));
+	return c;
+}
+
+/* Pages of mask not resident in chunk k. */
+static uint64_t missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
+{
+	uint64_t n = 0;
+	for (int i = 0; i < 8; i++)
+		n += (uint64_t)__builtin_popcountll(mask[i] & ~k->bits[i]);
+	return n;
+}
+
 static int has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 {
 	for (int i = 0; i < 8; i++)
@@ -683,9 +429,10 @@ static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8
 	return 0;
 }
 
+static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks);
+
 static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 {
-	gmx_memspace_t *m = ms->m;
 	uint32_t order[GMX_MAX_TASKS];
 	int prio[GMX_MAX_TASKS];
 	uint8_t run[GMX_MAX_TASKS];
@@ -701,6 +448,15 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 			return -ENOMEM;
 	}
 	ms->first[ns] = ms->n_need;
+	return apply_plan(ms, ns, now, ns);
+}
+
+/* Applies the timeline in ms->first/need (ns slices): orders the eviction list, loads the first
+ * slice's pages in access order and prefetches the second's. madvise_tasks: the tasks whose
+ * helpers order the list (its cost). */
+static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks)
+{
+	gmx_memspace_t *m = ms->m;
 	uint32_t nr = 0;
 	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
 		ms->resident[nr++] = c;
@@ -715,7 +471,7 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		return rc;
 	if (ms->variant != GMX_MSCHED_FIFO)
 		relink(m, ms->evict, nr);
-	int64_t at = now + MSCHED_MADVISE_NS_PER_TASK * (int64_t)ns;
+	int64_t at = now + MSCHED_MADVISE_NS_PER_TASK * (int64_t)madvise_tasks;
 	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
 	/* Load in access order while room can be made without evicting what the
 	 * next slice itself needs; the rest is loaded just before its kernel. */
@@ -753,6 +509,86 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		}
 	ms->st.switches++;
 	return 0;
+}
+
+/* PRIO: appends the chunks of task t's ops from op `from` on, in access order, until their
+ * pages reach max_pages or the unit wraps back to `stop`; with want_mask, the pages per chunk
+ * too. Returns the op after the window, or -1 when out of memory. */
+static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_t stop, uint64_t max_pages,
+			    int want_mask, uint32_t *ops)
+{
+	ptask_t *p = &ms->t[t];
+	uint32_t n = p->w->n_ops;
+	if (++ms->gen == 0) {
+		memset(ms->seen, 0, ((size_t)ms->m->n_chunks + 1) * sizeof(uint32_t));
+		ms->gen = 1;
+	}
+	uint64_t pages = 0;
+	uint32_t k = from, done = 0;
+	while (pages < max_pages && done < n && (done == 0 || k != stop)) {
+		for (uint32_t r = p->op_first[k]; r < p->op_first[k] + p->op_n[k]; r++) {
+			uint64_t pg = p->rp[r], end = pg + p->rn[r];
+			pages += p->rn[r];
+			while (pg < end) {
+				uint32_t c = (uint32_t)(pg >> 9);
+				uint64_t cend = ((uint64_t)c + 1) << 9, e = end < cend ? end : cend;
+				if (ms->seen[c] != ms->gen) {
+					ms->seen[c] = ms->gen;
+					if (need_push(ms, c))
+						return -1;
+					if (want_mask)
+						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
+				}
+				if (want_mask)
+					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
+				pg = e;
+			}
+		}
+		k = (k + 1) % n;
+		done++;
+	}
+	if (ops)
+		*ops = done;
+	return k;
+}
+
+/* PRIO: the LP task's plan within its turn. Its unit is cut into windows of a quarter of the
+ * room HP leaves it; the timeline is its next window, then the HP tasks' slices, then its
+ * following windows round the unit: Belady's order at window granularity, so that a task
+ * cycling through more memory than it has keeps a fixed part resident and moves only the rest,
+ * and the next window's pages load while the current one computes. */
+static int plan_refresh(gmx_msched_t *ms, uint32_t task, int64_t now)
+{
+	gmx_memspace_t *m = ms->m;
+	ptask_t *p = &ms->t[task];
+	uint64_t hp_chunks = 0;
+	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
+		hp_chunks += ms->t[m->chunks[c].task].priority <= ms->hp && ms->ws[c];
+	uint64_t room = m->capacity_chunks > hp_chunks ? m->capacity_chunks - hp_chunks : 1;
+	uint64_t win = room * GMX_PAGES_PER_CHUNK / 4;
+	ms->n_need = 0;
+	uint32_t ns = 0, ops = 0;
+	ms->first[ns++] = 0;
+	int64_t next = window_needs(ms, task, p->next_op, p->next_op, win, 1, &ops);
+	if (next < 0)
+		return -ENOMEM;
+	p->refresh_in = ops > 1 ? ops / 2 : 1;
+	for (uint32_t i = 0; i < ms->n && ns < GMX_MAX_TASKS; i++)
+		if (ms->t[i].runnable && ms->t[i].priority <= ms->hp) {
+			ms->first[ns++] = ms->n_need;
+			if (slice_needs(ms, i, 0))
+				return -ENOMEM;
+		}
+	uint32_t covered = ops;
+	while (covered < p->w->n_ops && ns < GMX_MAX_TASKS) {
+		ms->first[ns++] = ms->n_need;
+		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 0, &ops);
+		if (next < 0)
+			return -ENOMEM;
+		covered += ops ? ops : p->w->n_ops;
+	}
+	ms->first[ns] = ms->n_need;
+	return apply_plan(ms, ns, now, 2);
 }
 
 void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
@@ -822,11 +658,17 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	 * it: the HP working set stays resident (protected), so the LP plan stands
 	 * and the HP kernel only tops up what it misses. */
 	int interrupt = ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && ms->lp_exists;
+	int refresh = ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && p->priority > ms->hp;
 	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
 		if (rc)
 			return rc;
 		ms->cur = (int)task;
+		p->refresh_in = 0;
+	} else if (refresh && (p->refresh_in == 0 || --p->refresh_in == 0)) {
+		int rc = plan_refresh(ms, task, now);
+		if (rc)
+			return rc;
 	}
 	p->next_op = (op + 1) % w->n_ops;
 	/* The op's own predicted pages must be in before it starts: load what the
@@ -837,18 +679,13 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
-			uint32_t c = (uint32_t)(pg >> 9);
-			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
-			uint64_t mk[8] = {0};
-			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+			uint64_t mk[8], stop;
+			uint32_t c = chunk_part(pg, end, mk, &stop);
 			m->chunks[c].stamp = ms->stamp; /* never evicted to make room for its own kernel */
 			if (!has_pages(&m->chunks[c], mk)) {
 				if (migrate_chunk(ms, c, mk, now, &ms->st.topup_in_bytes) == 0)
 					m->chunks[c].stamp = ms->stamp;
-				if (!has_pages(&m->chunks[c], mk)) {
-					for (int i = 0; i < 8; i++)
-						ms->st.predicted_missing += (uint64_t)__builtin_popcountll(mk[i] & ~m->chunks[c].bits[i]);
-				}
+				ms->st.predicted_missing += missing_pages(&m->chunks[c], mk);
 			}
 			if (ms->ready[c] > start)
 				start = ms->ready[c];
@@ -878,12 +715,9 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
-			uint32_t c = (uint32_t)(pg >> 9);
-			uint64_t cend = ((uint64_t)c + 1) << 9, stop = end < cend ? end : cend;
-			uint64_t mk[8] = {0};
-			set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
-			for (int i = 0; i < 8; i++)
-				pages += (uint64_t)__builtin_popcountll(mk[i] & ~ms->m->chunks[c].bits[i]);
+			uint64_t mk[8], stop;
+			uint32_t c = chunk_part(pg, end, mk, &stop);
+			pages += missing_pages(&ms->m->chunks[c], mk);
 			pg = stop;
 		}
 	}

@@ -25,7 +25,7 @@ int gmx_comb_may_evict(int victim_prio, int for_prio);
 /* Order of eviction among the allowed victims: lower first. A worse priority
  * than the requester's goes before the requester's own level (LP pages are
  * evicted first, as TGS does), then by the planner's rank within a level
- * (rank: the first coming slice that needs the page, larger = later; 
+ * (rank: the first coming slice that needs the page, larger = later;
  * UINT32_MAX = none). */
 uint64_t gmx_comb_evict_key(int victim_prio, int for_prio, uint32_t rank);
 

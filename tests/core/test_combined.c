@@ -34,7 +34,7 @@ static void lp_admitted_only_if_pages_fit_the_gap(void **state)
 	assert_true(gmx_comb_admit(4000000, 1000000, load, 32000));
 	assert_false(gmx_comb_admit(3000000, 1000000, load, 32000)); /* the run fits, the pages do not */
 	assert_true(gmx_comb_admit(1100000, 1000000, 0, 32000));     /* resident: the run alone */
-	assert_false(gmx_comb_admit(-1, 0, 0, 0));		      /* unknown gap */
+	assert_false(gmx_comb_admit(-1, 0, 0, 0));		     /* unknown gap */
 	assert_true(gmx_comb_admit(INT64_MAX, 1000000000, load, 0)); /* no HP work expected */
 }
 
@@ -101,8 +101,12 @@ static void hp_arrival_preempts_lp_at_once(void **state)
 {
 	(void)state;
 	fake_t f = {0};
-	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer,
-			    .preempt = f_preempt, .load_ns = f_load};
+	gmx_device_t dev = {.ctx = &f,
+			    .now = f_now,
+			    .submit = f_submit,
+			    .set_timer = f_timer,
+			    .preempt = f_preempt,
+			    .load_ns = f_load};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
@@ -129,7 +133,8 @@ static void without_preemption_lp_waits_for_a_gap_its_pages_fit(void **state)
 {
 	(void)state;
 	fake_t f = {0};
-	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
+	gmx_device_t dev = {
+	    .ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
@@ -140,7 +145,8 @@ static void without_preemption_lp_waits_for_a_gap_its_pages_fit(void **state)
 	/* Teach the policy HP gaps of 1 ms: HP commands 1 ms apart. */
 	gmx_cmd_t hp[16];
 	for (int i = 0; i < 16; i++) {
-		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100};
+		hp[i] = (gmx_cmd_t){
+		    .seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100};
 		f.now = (int64_t)i * 1100000;
 		ops->on_launch(s, &hp[i]);
 		f.now += 100000;
