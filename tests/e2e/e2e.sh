@@ -122,7 +122,9 @@ hp_lp)
     # 2*ceil(slice/lp) + 2*inflight low-priority kernels start (the slice running when it
     # arrived, one that may begin as its notice arrives, in-flight work in the daemon's and
     # the driver's hands). For a policy that preempts at kernel boundaries (fikit): 2*inflight.
-    SLICE=1000 INFL=2 LPUS=500
+    # Low-priority kernels of 2 ms: a daemon descheduled for a ms or two on a loaded machine
+    # must not read as a broken bound (with 500 us kernels it did, once in a while).
+    SLICE=1000 INFL=2 LPUS=2000
     POLICY=timeslice
     "$D" --help | grep -q fikit && POLICY=fikit
     start_daemon "policy = $POLICY" "slice_us = $SLICE" "inflight = $INFL"
@@ -147,10 +149,13 @@ lease_revoke)
     # client arrives: the low-priority lease is revoked mid-stream, and each high-priority kernel
     # waits at most one low-priority kernel: of the low-priority kernels, at most one starts
     # between a high-priority launch and that kernel's start (inflight = 1: the one running may
-    # finish, one more may start if the revoke was not there yet when it did).
-    LPUS=2000
+    # finish, one more may start if the revoke was not there yet when it did). The low-priority
+    # kernels last 10 ms: the revoke has a whole kernel to arrive, and a daemon descheduled for a
+    # few ms on a loaded machine (CI runs tests two at a time on two cores) does not count as a
+    # second kernel.
+    LPUS=10000
     start_daemon "policy = fikit" "inflight = 1"
-    client lp 7 -- --kernels lpa:$LPUS,lpb:$((LPUS + 100)) --count 600 --sync-every 16
+    client lp 7 -- --kernels lpa:$LPUS,lpb:$((LPUS + 100)) --count 300 --sync-every 16
     leased=0
     for _ in $(seq 200); do
         leased=$("$G" status --json 2>/dev/null | jq '[.clients[] | select(.name == "lp") | .leased] | add // 0')
