@@ -149,6 +149,8 @@ static int64_t hp_gap(const gmx_policy_t *s, int64_t now)
 		return INT64_MAX;
 	int64_t v[GAP_SAMPLES];
 	uint32_t n = s->n_gaps < GAP_SAMPLES ? s->n_gaps : GAP_SAMPLES;
+	if (n == 0) /* GAP_MIN_SAMPLES may be 0 */
+		return INT64_MAX;
 	memcpy(v, s->gaps, n * sizeof(*v));
 	/* insertion sort: n <= 64 */
 	for (uint32_t i = 1; i < n; i++)
