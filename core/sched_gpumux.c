@@ -219,8 +219,8 @@ static void dispatch(gmx_policy_t *s)
 	/* The LP turn: kept while its slice lasts, through host gaps under LP_GRACE_NS
 	 * (a closed-loop host launching its next unit), as the timeline scheduler does. */
 	int a = s->lp_active;
-	if (a >= 0 && has_work(s, (uint32_t)a))
-		s->lp_idle_since = -1;
+	if (a >= 0 && (has_work(s, (uint32_t)a) || s->task[a].inflight))
+		s->lp_idle_since = -1; /* a kernel in flight (or waiting for its pages) is not idle */
 	else if (a >= 0 && s->lp_idle_since < 0)
 		s->lp_idle_since = now;
 	int over = a < 0 || s->task[a].priority <= hp || s->task[a].done || now >= s->lp_end ||
@@ -229,10 +229,14 @@ static void dispatch(gmx_policy_t *s)
 		int n = next_lp(s, hp, a);
 		if (n < 0)
 			return; /* no LP work: the next launch decides */
-		if (a >= 0 && n != a) {
-			if (s->task[a].inflight && !s->dev.preempt)
-				return; /* the device cannot cut it: switch when it completes */
-			hold(s, (uint32_t)a, 1);
+		if (a >= 0 && n != a && s->task[a].inflight) {
+			/* Never cut an LP kernel for another LP turn: the planner makes the
+			 * next turn's room from the outgoing task's pages, and a kernel cut
+			 * there would resume on pages gone (faulted back one by one). Let
+			 * it finish (resumed if HP had held it) and switch when it completes,
+			 * as msched's own timeline scheduler does. */
+			hold(s, (uint32_t)a, 0);
+			return;
 		}
 		a = s->lp_active = n;
 		s->lp_idle_since = -1;

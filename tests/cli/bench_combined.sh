@@ -35,6 +35,10 @@ for p in gpumux xsched-um; do
 		| (.hp_p99_s, .hp_alone_p99_s, .lp_units_per_s, .lp_alone_units_per_s) | numbers] | length == 4)' \
 		<<<"$out" >/dev/null || { echo "FAIL: no complete $p row: $out"; exit 1; }
 done
+# LP beside HP never above LP alone under the same policy: the alone run is the reference (it was
+# 172% when an LP turn cut the other LP task's kernel waiting for its pages, docs/combined.md).
+jq -e '.scenarios[0].policies[] | select(.policy == "gpumux") | .lp_units_per_s <= .lp_alone_units_per_s' \
+	<<<"$out" >/dev/null || { echo "FAIL: gpumux LP beside HP above LP alone: $out"; exit 1; }
 for f in "$S"/scenarios/combined/*.ini; do
 	"$G" sim "$f" --sched gpumux --mem gpumux --warmup 0 --duration 0.05 >/dev/null ||
 		{ echo "FAIL: $f does not run"; exit 1; }

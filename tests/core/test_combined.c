@@ -165,6 +165,51 @@ static void without_preemption_lp_waits_for_a_gap_its_pages_fit(void **state)
 	ops->destroy(s);
 }
 
+/* An LP kernel waiting for its pages is not an idle LP task, and another LP task's turn never
+ * cuts it: the planner makes the next turn's room from the outgoing task's pages, so a kernel
+ * cut there would resume on pages gone (the "LP alone slower than LP beside HP" of issue 15). */
+static void lp_turn_ends_at_a_kernel_boundary(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {.ctx = &f,
+			    .now = f_now,
+			    .submit = f_submit,
+			    .set_timer = f_timer,
+			    .preempt = f_preempt,
+			    .load_ns = f_load};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = 50000000;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	assert_int_equal(ops->task_add(s, 2, 5), 0);
+	gmx_cmd_t a = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
+	gmx_cmd_t b = {.seq = 2, .task = 2, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
+	ops->on_launch(s, &a);
+	ops->on_launch(s, &b);
+	assert_int_equal(f.submitted[1], 1);
+	assert_int_equal(f.submitted[2], 0);
+	/* 5 ms on, task 1's kernel still waits for its pages: its turn holds (no grace counted). */
+	f.now = 5000000;
+	ops->on_timer(s);
+	assert_int_equal(f.preempts, 0);
+	assert_int_equal(f.submitted[2], 0);
+	/* Past its slice, the kernel still in flight: not cut, task 2 waits for it. */
+	f.now = 60000000;
+	ops->on_timer(s);
+	assert_int_equal(f.preempts, 0);
+	assert_int_equal(f.held[1], 0);
+	assert_int_equal(f.submitted[2], 0);
+	f.now = 61000000;
+	ops->on_complete(s, &a);
+	assert_int_equal(f.submitted[2], 1);
+	assert_int_equal(f.held[1], 0);
+	ops->destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -174,6 +219,7 @@ int main(void)
 	    cmocka_unit_test(lp_slice_from_targets),
 	    cmocka_unit_test(hp_arrival_preempts_lp_at_once),
 	    cmocka_unit_test(without_preemption_lp_waits_for_a_gap_its_pages_fit),
+	    cmocka_unit_test(lp_turn_ends_at_a_kernel_boundary),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
