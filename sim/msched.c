@@ -69,6 +69,14 @@ struct gmx_msched {
 	gmx_sim_msched_stats_t st;
 };
 
+/* PRIO: whether a task of priority prio is HP: the best level among the runnable tasks while some
+ * runnable task has a worse one. When every runnable task shares one level they are all LP, as
+ * the scheduler takes them (so that "LP alone" is planned as LP beside HP is). */
+static int is_hp(const gmx_msched_t *ms, int prio)
+{
+	return ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && prio <= ms->hp;
+}
+
 /* ---- prediction ------------------------------------------------------------ */
 
 static int push_range(ptask_t *p, uint64_t page, uint32_t n)
@@ -390,7 +398,7 @@ static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8
 		int64_t b = at > ms->h2d_free ? at : ms->h2d_free;
 		done = b + (int64_t)((double)(in + out) / d->link_serial_gbps);
 		ms->h2d_free = ms->d2h_free = done;
-	} else if (ms->variant == GMX_MSCHED_PRIO && ms->t[ms->m->chunks[c].task].priority <= ms->hp) {
+	} else if (is_hp(ms, ms->t[ms->m->chunks[c].task].priority)) {
 		/* HP pages: after the piece of LP migration in flight only; the LP
 		 * backlog behind it moves back by as long (gmx_comb_migration_start). */
 		int64_t piece_end = at + ms->piece_ns < ms->h2d_free ? at + ms->piece_ns : ms->h2d_free;
@@ -533,11 +541,12 @@ static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_
 				uint32_t c = (uint32_t)(pg >> 9);
 				uint64_t cend = ((uint64_t)c + 1) << 9, e = end < cend ? end : cend;
 				if (ms->seen[c] != ms->gen) {
+					/* want_mask 2: the window after the first, whose masks add to it */
+					if (want_mask == 1 || (want_mask == 2 && ms->seen[c] != ms->gen - 1))
+						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
 					ms->seen[c] = ms->gen;
 					if (need_push(ms, c))
 						return -1;
-					if (want_mask)
-						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
 				}
 				if (want_mask)
 					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
@@ -563,7 +572,7 @@ static int plan_refresh(gmx_msched_t *ms, uint32_t task, int64_t now)
 	ptask_t *p = &ms->t[task];
 	uint64_t hp_chunks = 0;
 	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
-		hp_chunks += ms->t[m->chunks[c].task].priority <= ms->hp && ms->ws[c];
+		hp_chunks += is_hp(ms, ms->t[m->chunks[c].task].priority) && ms->ws[c];
 	uint64_t room = m->capacity_chunks > hp_chunks ? m->capacity_chunks - hp_chunks : 1;
 	uint64_t win = room * GMX_PAGES_PER_CHUNK / 4;
 	ms->n_need = 0;
@@ -573,13 +582,22 @@ static int plan_refresh(gmx_msched_t *ms, uint32_t task, int64_t now)
 	if (next < 0)
 		return -ENOMEM;
 	p->refresh_in = ops > 1 ? ops / 2 : 1;
+	uint32_t covered = ops;
+	if (covered < p->w->n_ops) {
+		/* The window after it comes second (HP pages are protected wherever HP's slices
+		 * stand), so that apply_plan prefetches it while the first computes. */
+		ms->first[ns++] = ms->n_need;
+		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 2, &ops);
+		if (next < 0)
+			return -ENOMEM;
+		covered += ops ? ops : p->w->n_ops;
+	}
 	for (uint32_t i = 0; i < ms->n && ns < GMX_MAX_TASKS; i++)
-		if (ms->t[i].runnable && ms->t[i].priority <= ms->hp) {
+		if (ms->t[i].runnable && is_hp(ms, ms->t[i].priority)) {
 			ms->first[ns++] = ms->n_need;
 			if (slice_needs(ms, i, 0))
 				return -ENOMEM;
 		}
-	uint32_t covered = ops;
 	while (covered < p->w->n_ops && ns < GMX_MAX_TASKS) {
 		ms->first[ns++] = ms->n_need;
 		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 0, &ops);
@@ -656,9 +674,10 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	p->next_op = op;
 	/* PRIO: an HP turn is an interruption of the LP timeline, not a switch of
 	 * it: the HP working set stays resident (protected), so the LP plan stands
-	 * and the HP kernel only tops up what it misses. */
-	int interrupt = ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && ms->lp_exists;
-	int refresh = ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && p->priority > ms->hp;
+	 * and the HP kernel only tops up what it misses. An LP task's plan is refreshed
+	 * within its turn (plan_refresh), with HP beside it or not. */
+	int interrupt = is_hp(ms, p->priority);
+	int refresh = ms->variant == GMX_MSCHED_PRIO && !interrupt;
 	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
 		if (rc)
@@ -724,7 +743,7 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 	if (!pages)
 		return 0;
 	int64_t free_at = ms->h2d_free > now ? ms->h2d_free : now;
-	if (ms->variant == GMX_MSCHED_PRIO && p->priority <= ms->hp && free_at > now + ms->piece_ns)
+	if (is_hp(ms, p->priority) && free_at > now + ms->piece_ns)
 		free_at = now + ms->piece_ns;
 	return free_at - now + gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
 }
