@@ -54,3 +54,52 @@ int64_t gmx_comb_lp_slice(const int64_t *target_ns, uint32_t n_lp, int64_t lo_ns
 			s = target_ns[i] / n_lp;
 	return s < lo_ns ? lo_ns : s > hi_ns ? hi_ns : s;
 }
+
+/* The gap an arrival leaves after the HP task's busy time. */
+static int64_t left_gap(const gmx_comb_arrivals_t *a, uint32_t i)
+{
+	int64_t g = a->interarrival_ns[i] - (a->busy_ns > 0 ? a->busy_ns : 0);
+	return g > 0 ? g : 0;
+}
+
+int64_t gmx_comb_gap_prior(const gmx_comb_arrivals_t *a, int64_t idle_ns, double q)
+{
+	if (!a)
+		return -1;
+	if (q < 0)
+		q = 0;
+	if (q > 0.999999)
+		q = 0.999999;
+	if (a->rate_per_s > 0)
+		return (int64_t)(-log1p(-q) / a->rate_per_s * 1e9);
+	if (!a->interarrival_ns || !a->n_interarrival)
+		return -1;
+	/* The k-th smallest of the gaps longer than idle_ns, by bisection on its value (no copy:
+	 * a trace may be long, and this stays allocation-free). */
+	uint64_t m = 0;
+	int64_t hi = idle_ns;
+	for (uint32_t i = 0; i < a->n_interarrival; i++) {
+		int64_t g = left_gap(a, i);
+		if (g > idle_ns) {
+			m++;
+			hi = g > hi ? g : hi;
+		}
+	}
+	if (!m)
+		return INT64_MAX;
+	uint64_t k = (uint64_t)(q * (double)m); /* 0-based rank among them */
+	int64_t lo = idle_ns;			/* count(<= lo) <= k; count(<= hi) > k */
+	while (hi - lo > 1) {
+		int64_t mid = lo + (hi - lo) / 2;
+		uint64_t c = 0;
+		for (uint32_t i = 0; i < a->n_interarrival; i++) {
+			int64_t g = left_gap(a, i);
+			c += g > idle_ns && g <= mid;
+		}
+		if (c > k)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return hi - idle_ns;
+}

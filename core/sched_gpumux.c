@@ -142,11 +142,28 @@ static void hold(gmx_policy_t *s, uint32_t i, int on)
 	s->dev.preempt(s->dev.ctx, i, on);
 }
 
+/* Before GAP_MIN_SAMPLES gaps are seen: the gap the HP tasks' known arrivals leave
+ * (params.arrivals: a Poisson rate, a period or a trace, less the busy time per arrival), the
+ * shortest over the HP tasks; INT64_MAX (open) when none is known. */
+static int64_t prior_gap(const gmx_policy_t *s, int hp, int64_t idle)
+{
+	int64_t best = -1;
+	for (uint32_t i = 0; s->params.arrivals && i < s->n_tasks && i < s->params.n_arrivals; i++) {
+		const gtask_t *t = &s->task[i];
+		if (!t->present || t->done || t->priority != hp)
+			continue;
+		int64_t g = gmx_comb_gap_prior(&s->params.arrivals[i], idle, GAP_QUANTILE);
+		if (g >= 0 && (best < 0 || g < best))
+			best = g;
+	}
+	return best < 0 ? INT64_MAX : best;
+}
+
 /* The predicted rest of the HP gap at `now`: INT64_MAX when open. */
 static int64_t hp_gap(const gmx_policy_t *s, int64_t now)
 {
 	if (s->n_gaps < GAP_MIN_SAMPLES)
-		return INT64_MAX;
+		return prior_gap(s, hp_level(s), now - s->hp_idle_since);
 	int64_t v[GAP_SAMPLES];
 	uint32_t n = s->n_gaps < GAP_SAMPLES ? s->n_gaps : GAP_SAMPLES;
 	if (n == 0) /* GAP_MIN_SAMPLES may be 0 */

@@ -909,13 +909,25 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			    .reset = dev_reset,
 			    .sms = s.dev->sms,
 			    .load_ns = dev_load_ns};
+	/* What the scenario says of each task's arrivals, for a policy that seeds its predictions
+	 * with it (gpumux), unless the caller gave its own. */
+	gmx_comb_arrivals_t arr[GMX_MAX_TASKS];
+	int64_t *arr_gaps[GMX_MAX_TASKS] = {0};
+	gmx_sched_params_t sp = cfg->sched;
+	if (!rc && !sp.arrivals && s.n <= GMX_MAX_TASKS) {
+		rc = gmx_sim__arrivals(&s, arr, arr_gaps);
+		sp.arrivals = arr;
+		sp.n_arrivals = s.n;
+	}
 	if (!rc)
-		rc = cfg->policy->create(&cfg->sched, &dev, &s.policy);
+		rc = cfg->policy->create(&sp, &dev, &s.policy);
 	for (uint32_t i = 0; !rc && i < s.n; i++)
 		rc = cfg->policy->task_add(s.policy, i, cfg->tasks[i].priority);
 	if (rc) {
 		snprintf(err, err_len, "cannot set up the simulation: %s", strerror(-rc));
 		destroy(&s);
+		for (uint32_t i = 0; i < s.n && i < GMX_MAX_TASKS; i++)
+			free(arr_gaps[i]);
 		return rc;
 	}
 	for (uint32_t i = 0; i < s.n; i++) {
@@ -991,6 +1003,8 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 		}
 	}
 	destroy(&s);
+	for (uint32_t i = 0; i < s.n && i < GMX_MAX_TASKS; i++)
+		free(arr_gaps[i]);
 	return rc;
 }
 

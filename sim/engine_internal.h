@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "gpumux/combined.h"
+
 #include "events.h"
 #include "ideal.h"
 #include "memspace.h"
@@ -172,5 +174,9 @@ void gmx_sim__next_arrival(sim_t *s, uint32_t t);
 void gmx_sim__on_arrival(sim_t *s, uint32_t t);
 void gmx_sim__host_run(sim_t *s, uint32_t t);
 void gmx_sim__host_wake(sim_t *s, uint32_t t);
+/* What is known of each task's arrivals (its arrival process and its unit's GPU time), for the
+ * policy's params.arrivals; gaps[t] receives the trace copy out[t] points to (the caller frees
+ * each). 0 or -ENOMEM. */
+int gmx_sim__arrivals(const sim_t *s, gmx_comb_arrivals_t *out, int64_t **gaps);
 
 #endif

@@ -309,3 +309,33 @@ void gmx_sim__on_arrival(sim_t *s, uint32_t t)
 	gmx_sim__next_arrival(s, t);
 }
 
+
+int gmx_sim__arrivals(const sim_t *s, gmx_comb_arrivals_t *out, int64_t **gaps)
+{
+	for (uint32_t t = 0; t < s->n; t++) {
+		const stask_t *tk = &s->t[t];
+		const gmx_sim_task_t *c = tk->cfg;
+		gmx_comb_arrivals_t *a = &out[t];
+		memset(a, 0, sizeof(*a));
+		gaps[t] = NULL;
+		if (c->arrival == GMX_ARRIVAL_CLOSED)
+			continue; /* no idle gaps but host ones */
+		for (uint32_t k = 0; k < tk->w->n_ops; k++) {
+			const gmx_op_t *op = &tk->w->ops[k];
+			if (op->kind != GMX_OP_SYNC && op->kind != GMX_OP_ALLOC && op->kind != GMX_OP_FREE)
+				a->busy_ns += gmx_sim__op_duration(s, tk, op);
+		}
+		if (c->arrival == GMX_ARRIVAL_POISSON) {
+			a->rate_per_s = c->rate_per_s;
+			continue;
+		}
+		gaps[t] = malloc((c->n_gaps ? c->n_gaps : 1) * sizeof(int64_t));
+		if (!gaps[t])
+			return -ENOMEM;
+		for (uint32_t k = 0; k < c->n_gaps; k++)
+			gaps[t][k] = seconds_ns(c->gaps_s[k]);
+		a->interarrival_ns = gaps[t];
+		a->n_interarrival = c->n_gaps;
+	}
+	return 0;
+}

@@ -53,4 +53,22 @@ int64_t gmx_comb_migration_start(int prio, int hp_level, int64_t now, int64_t pi
  * [lo_ns, hi_ns]; no target (all <= 0): hi_ns. */
 int64_t gmx_comb_lp_slice(const int64_t *target_ns, uint32_t n_lp, int64_t lo_ns, int64_t hi_ns);
 
+/* What is known of an HP task's arrivals before any of its idle gaps has been seen (a
+ * scenario's arrival process, a service's declared period, a trace of its inter-arrival
+ * times), to seed the gap predictor. All zero: nothing known. */
+typedef struct gmx_comb_arrivals {
+	double rate_per_s;		/* Poisson arrivals at this mean rate; 0: not Poisson */
+	const int64_t *interarrival_ns; /* else these inter-arrival times (one value: periodic), not owned */
+	uint32_t n_interarrival;
+	int64_t busy_ns; /* the HP task's busy time per arrival (its unit's kernels, from its
+			  * profile); 0 unknown (taken as 0: a longer gap predicted) */
+} gmx_comb_arrivals_t;
+
+/* The predicted rest of an HP idle gap idle_ns into it, at quantile q (0..1, lower = more
+ * conservative), from its arrivals alone: Poisson arrivals are memoryless, so the rest is the
+ * q-quantile of an exponential whatever has passed, -ln(1 - q) / rate; with inter-arrival times,
+ * the q-quantile of the gaps they leave (each less busy_ns) among those longer than idle_ns,
+ * less idle_ns. INT64_MAX: idle longer than every such gap (open); -1: nothing known. */
+int64_t gmx_comb_gap_prior(const gmx_comb_arrivals_t *a, int64_t idle_ns, double q);
+
 #endif

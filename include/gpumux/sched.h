@@ -134,6 +134,10 @@ typedef struct gmx_sched_params {
 	 * device waits for its work at its turn (the simulator's memory limit grants a task the
 	 * best phase of the rotation this way, docs/simulator.md), as 1 + its index; 0: none. */
 	uint32_t hold_task;
+	/* Per task index: what is known of its arrivals before any is seen (gpumux seeds its
+	 * HP gap predictor with it, gpumux/combined.h); NULL or all-zero entries: nothing. Not owned. */
+	const struct gmx_comb_arrivals *arrivals;
+	uint32_t n_arrivals;
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;

@@ -210,6 +210,91 @@ static void lp_turn_ends_at_a_kernel_boundary(void **state)
 	ops->destroy(s);
 }
 
+static void gap_prior_from_arrivals(void **state)
+{
+	(void)state;
+	/* Poisson at 2/s: memoryless, the 5% quantile of an exponential whatever has passed. */
+	gmx_comb_arrivals_t po = {.rate_per_s = 2.0, .interarrival_ns = NULL};
+	int64_t g = gmx_comb_gap_prior(&po, 0, 0.05);
+	assert_true(g > 25600000 && g < 25700000); /* -ln(0.95) / 2 s = 25.65 ms */
+	assert_int_equal(gmx_comb_gap_prior(&po, 1000000000, 0.05), g);
+	/* Periodic, 100 ms apart, 20 ms busy: an 80 ms gap, less what has passed. */
+	int64_t period = 100000000;
+	gmx_comb_arrivals_t pe = {.interarrival_ns = &period, .n_interarrival = 1, .busy_ns = 20000000};
+	assert_int_equal(gmx_comb_gap_prior(&pe, 0, 0.05), 80000000);
+	assert_int_equal(gmx_comb_gap_prior(&pe, 30000000, 0.05), 50000000);
+	assert_int_equal(gmx_comb_gap_prior(&pe, 90000000, 0.05), INT64_MAX); /* beyond it: open */
+	/* A trace of 10..100 ms: the median among those longer than what has passed. */
+	int64_t tr[10];
+	for (int i = 0; i < 10; i++)
+		tr[i] = (int64_t)(10 - i) * 10000000;
+	gmx_comb_arrivals_t t = {.interarrival_ns = tr, .n_interarrival = 10};
+	assert_int_equal(gmx_comb_gap_prior(&t, 0, 0.5), 60000000);
+	assert_int_equal(gmx_comb_gap_prior(&t, 0, 0), 10000000);
+	assert_int_equal(gmx_comb_gap_prior(&t, 55000000, 0), 5000000); /* 60 ms less 55 */
+	/* Nothing known. */
+	gmx_comb_arrivals_t none = {.rate_per_s = 0, .interarrival_ns = NULL};
+	assert_int_equal(gmx_comb_gap_prior(&none, 0, 0.05), -1);
+	assert_int_equal(gmx_comb_gap_prior(NULL, 0, 0.05), -1);
+}
+
+/* Before any HP gap is seen, the predictor takes the gap the HP task's known arrivals leave
+ * (without them it is open and the first LP kernels go whatever their length). */
+static void gap_predictor_seeded_from_arrivals(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {
+	    .ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
+	/* HP every 1.1 ms, busy 0.1 ms of it: 1 ms gaps. */
+	int64_t period = 1100000;
+	gmx_comb_arrivals_t arr[2] = {{.interarrival_ns = &period, .n_interarrival = 1, .busy_ns = 100000}, {.interarrival_ns = NULL}};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.arrivals = arr;
+	p.n_arrivals = 2;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_cmd_t hp = {.seq = 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100000};
+	ops->on_launch(s, &hp);
+	f.now = 100000;
+	ops->on_complete(s, &hp); /* HP idle: its first gap, nothing observed yet */
+	gmx_cmd_t lp = {.seq = 2, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 2000000};
+	ops->on_launch(s, &lp);
+	assert_int_equal(f.submitted[1], 0); /* 2 ms does not fit the 1 ms gap the period leaves */
+	ops->destroy(s);
+	/* Without the arrivals, the same LP kernel goes. */
+	memset(&f, 0, sizeof(f));
+	p.arrivals = NULL;
+	p.n_arrivals = 0;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	ops->on_launch(s, &hp);
+	f.now = 100000;
+	ops->on_complete(s, &hp);
+	ops->on_launch(s, &lp);
+	assert_int_equal(f.submitted[1], 1);
+	ops->destroy(s);
+	/* A short LP kernel fits the seeded gap. */
+	memset(&f, 0, sizeof(f));
+	p.arrivals = arr;
+	p.n_arrivals = 2;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	ops->on_launch(s, &hp);
+	f.now = 100000;
+	ops->on_complete(s, &hp);
+	gmx_cmd_t shortlp = {.seq = 3, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 500000};
+	ops->on_launch(s, &shortlp);
+	assert_int_equal(f.submitted[1], 1);
+	ops->destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +305,8 @@ int main(void)
 	    cmocka_unit_test(hp_arrival_preempts_lp_at_once),
 	    cmocka_unit_test(without_preemption_lp_waits_for_a_gap_its_pages_fit),
 	    cmocka_unit_test(lp_turn_ends_at_a_kernel_boundary),
+	    cmocka_unit_test(gap_prior_from_arrivals),
+	    cmocka_unit_test(gap_predictor_seeded_from_arrivals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
