@@ -17,11 +17,19 @@
  *   load_ns) fits the predicted gap. The gap is predicted from the HP idle
  *   gaps seen so far: the GAP_QUANTILE quantile of the last GAP_SAMPLES
  *   gaps, less the time already idle. Until GAP_MIN_SAMPLES gaps are known,
- *   or once the HP task has been idle longer than every gap seen, the gap is
- *   open (INT64_MAX).
+ *   the gap the HP tasks' known arrivals leave (params.arrivals: a Poisson
+ *   rate, a period or a trace, less the busy time per arrival;
+ *   gmx_comb_gap_prior), open (INT64_MAX) when none is known; once the HP
+ *   task has been idle longer than every gap seen, open.
  * - With preemption available, a misprediction costs the HP task one switch,
  *   so every LP head is admitted in an HP gap; the admission rule governs the
  *   device without preemption (gpumuxd's software queues).
+ * - An LP turn ends at a kernel boundary: a kernel in flight (or waiting for
+ *   its pages) keeps its task's turn, and the next LP task waits for it. The
+ *   memory planner makes the next turn's room from the outgoing task's pages,
+ *   so an LP kernel cut there would resume on pages gone (faulted back one by
+ *   one). Only HP work cuts LP kernels: HP's working set stays resident, so
+ *   its kernels seldom need the cut kernel's pages evicted.
  * - The LP slice comes from the device (the memory planner's slice rule: a
  *   switch's migration a bounded share of the turn, latency targets) or else
  *   params.slice_ns.
