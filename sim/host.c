@@ -309,7 +309,6 @@ void gmx_sim__on_arrival(sim_t *s, uint32_t t)
 	gmx_sim__next_arrival(s, t);
 }
 
-
 int gmx_sim__arrivals(const sim_t *s, gmx_comb_arrivals_t *out, int64_t **gaps)
 {
 	for (uint32_t t = 0; t < s->n; t++) {

@@ -97,24 +97,34 @@ static int64_t f_load(void *c, const gmx_cmd_t *cmd)
 	return ((fake_t *)c)->load;
 }
 
+/* A gpumux policy on fake device f, with preemption or without: HP task 0 at priority 0 when hp,
+ * LP tasks 1..n_lp at 5. */
+static gmx_policy_t *fake_policy(fake_t *f, int preempt, const gmx_sched_params_t *p, int hp, uint32_t n_lp)
+{
+	gmx_device_t dev = {.ctx = f,
+			    .now = f_now,
+			    .submit = f_submit,
+			    .set_timer = f_timer,
+			    .preempt = preempt ? f_preempt : NULL,
+			    .load_ns = f_load};
+	gmx_policy_t *s;
+	assert_int_equal(gmx_sched_find("gpumux")->create(p, &dev, &s), 0);
+	if (hp)
+		assert_int_equal(gmx_sched_find("gpumux")->task_add(s, 0, 0), 0);
+	for (uint32_t i = 1; i <= n_lp; i++)
+		assert_int_equal(gmx_sched_find("gpumux")->task_add(s, i, 5), 0);
+	return s;
+}
+
 static void hp_arrival_preempts_lp_at_once(void **state)
 {
 	(void)state;
 	fake_t f = {0};
-	gmx_device_t dev = {.ctx = &f,
-			    .now = f_now,
-			    .submit = f_submit,
-			    .set_timer = f_timer,
-			    .preempt = f_preempt,
-			    .load_ns = f_load};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
 	assert_non_null(ops);
-	gmx_policy_t *s;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 0, 0), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_policy_t *s = fake_policy(&f, 1, &p, 1, 1);
 	gmx_cmd_t lp = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
 	ops->on_launch(s, &lp);
 	assert_int_equal(f.submitted[1], 1); /* HP idle: LP runs */
@@ -133,15 +143,10 @@ static void without_preemption_lp_waits_for_a_gap_its_pages_fit(void **state)
 {
 	(void)state;
 	fake_t f = {0};
-	gmx_device_t dev = {
-	    .ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
-	gmx_policy_t *s;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 0, 0), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
 	/* Teach the policy HP gaps of 1 ms: HP commands 1 ms apart. */
 	gmx_cmd_t hp[16];
 	for (int i = 0; i < 16; i++) {
@@ -172,20 +177,11 @@ static void lp_turn_ends_at_a_kernel_boundary(void **state)
 {
 	(void)state;
 	fake_t f = {0};
-	gmx_device_t dev = {.ctx = &f,
-			    .now = f_now,
-			    .submit = f_submit,
-			    .set_timer = f_timer,
-			    .preempt = f_preempt,
-			    .load_ns = f_load};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	p.slice_ns = 50000000;
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
-	gmx_policy_t *s;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
-	assert_int_equal(ops->task_add(s, 2, 5), 0);
+	gmx_policy_t *s = fake_policy(&f, 1, &p, 0, 2);
 	gmx_cmd_t a = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
 	gmx_cmd_t b = {.seq = 2, .task = 2, .kind = GMX_OP_KERNEL, .predicted_ns = 1000000};
 	ops->on_launch(s, &a);
@@ -238,61 +234,39 @@ static void gap_prior_from_arrivals(void **state)
 	assert_int_equal(gmx_comb_gap_prior(NULL, 0, 0.05), -1);
 }
 
+/* Whether an LP kernel of lp_ns goes at the start of the HP task's first idle gap (no gap seen
+ * yet), on a device without preemption, with these arrivals known (NULL: none). */
+static int first_gap_admits(const gmx_comb_arrivals_t *arr, uint32_t n_arr, int64_t lp_ns)
+{
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.arrivals = arr;
+	p.n_arrivals = n_arr;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
+	gmx_cmd_t hp = {.seq = 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100000};
+	ops->on_launch(s, &hp);
+	f.now = 100000;
+	ops->on_complete(s, &hp); /* HP idle: its first gap */
+	gmx_cmd_t lp = {.seq = 2, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = lp_ns};
+	ops->on_launch(s, &lp);
+	ops->destroy(s);
+	return f.submitted[1] == 1;
+}
+
 /* Before any HP gap is seen, the predictor takes the gap the HP task's known arrivals leave
  * (without them it is open and the first LP kernels go whatever their length). */
 static void gap_predictor_seeded_from_arrivals(void **state)
 {
 	(void)state;
-	fake_t f = {0};
-	gmx_device_t dev = {
-	    .ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .load_ns = f_load};
 	/* HP every 1.1 ms, busy 0.1 ms of it: 1 ms gaps. */
 	int64_t period = 1100000;
-	gmx_comb_arrivals_t arr[2] = {{.interarrival_ns = &period, .n_interarrival = 1, .busy_ns = 100000}, {.interarrival_ns = NULL}};
-	gmx_sched_params_t p;
-	gmx_sched_params_default(&p);
-	p.arrivals = arr;
-	p.n_arrivals = 2;
-	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
-	gmx_policy_t *s;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 0, 0), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
-	gmx_cmd_t hp = {.seq = 1, .task = 0, .kind = GMX_OP_KERNEL, .predicted_ns = 100000};
-	ops->on_launch(s, &hp);
-	f.now = 100000;
-	ops->on_complete(s, &hp); /* HP idle: its first gap, nothing observed yet */
-	gmx_cmd_t lp = {.seq = 2, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 2000000};
-	ops->on_launch(s, &lp);
-	assert_int_equal(f.submitted[1], 0); /* 2 ms does not fit the 1 ms gap the period leaves */
-	ops->destroy(s);
-	/* Without the arrivals, the same LP kernel goes. */
-	memset(&f, 0, sizeof(f));
-	p.arrivals = NULL;
-	p.n_arrivals = 0;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 0, 0), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
-	ops->on_launch(s, &hp);
-	f.now = 100000;
-	ops->on_complete(s, &hp);
-	ops->on_launch(s, &lp);
-	assert_int_equal(f.submitted[1], 1);
-	ops->destroy(s);
-	/* A short LP kernel fits the seeded gap. */
-	memset(&f, 0, sizeof(f));
-	p.arrivals = arr;
-	p.n_arrivals = 2;
-	assert_int_equal(ops->create(&p, &dev, &s), 0);
-	assert_int_equal(ops->task_add(s, 0, 0), 0);
-	assert_int_equal(ops->task_add(s, 1, 5), 0);
-	ops->on_launch(s, &hp);
-	f.now = 100000;
-	ops->on_complete(s, &hp);
-	gmx_cmd_t shortlp = {.seq = 3, .task = 1, .kind = GMX_OP_KERNEL, .predicted_ns = 500000};
-	ops->on_launch(s, &shortlp);
-	assert_int_equal(f.submitted[1], 1);
-	ops->destroy(s);
+	gmx_comb_arrivals_t arr[2] = {{.interarrival_ns = &period, .n_interarrival = 1, .busy_ns = 100000},
+				      {.interarrival_ns = NULL}};
+	assert_false(first_gap_admits(arr, 2, 2000000)); /* 2 ms does not fit the 1 ms gap */
+	assert_true(first_gap_admits(NULL, 0, 2000000)); /* unknown arrivals: open */
+	assert_true(first_gap_admits(arr, 2, 500000));	 /* 0.5 ms fits */
 }
 
 int main(void)
