@@ -42,6 +42,8 @@ void gmx_sched_params_default(gmx_sched_params_t *p)
 	p->n_profiles = 0;
 	p->profile_learn = 0;
 	p->hold_task = 0;
+	p->arrivals = NULL;
+	p->n_arrivals = 0;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)
