@@ -29,12 +29,15 @@ static const char *const pressures[3] = {"150", "200", "300"};
 static const double paper_faults_per_task[3] = {8400, 11400, 17500};
 static const double paper_pipeline_gain[3] = {1.27, 1.39, 1.51};
 static const double paper_wholealloc_bytes[3] = {4.77, 4.77, 12.27};
-/* The slices msched's figures are measured at: the scenarios' own (1 s), and 200 ms. */
-static const int64_t slices_ns[2] = {0, 200000000};
-static const char *const slice_names[2] = {"1 s", "200 ms"};
+/* The slices msched's figures are measured at: the scenarios' own (1 s), 200 ms, and the
+ * slice rule's (msched picks each turn's slice, docs/msched.md#the-slice). */
+#define N_SLICES 3
+static const int64_t slices_ns[N_SLICES] = {0, 200000000, -1};
+static const char *const slice_names[N_SLICES] = {"1 s", "200 ms", "rule"};
 
 /* Loads dir/msched/<name>.ini and runs it under (sched, mem), as it says, or with the
- * memory-scheduled modes' slice set to slice_ns when that is positive. */
+ * memory-scheduled modes' slice set to slice_ns when that is positive, or picked by the slice
+ * rule when it is negative. */
 static int run_at(const char *dir, const char *name, const char *sched, const char *mem, int64_t slice_ns,
 		  gmx_sim_result_t *res)
 {
@@ -45,8 +48,8 @@ static int run_at(const char *dir, const char *name, const char *sched, const ch
 		fprintf(stderr, "gpumux bench: %s\n", err);
 		return 1;
 	}
-	if (slice_ns > 0)
-		sc.mem_slice_ns = slice_ns;
+	if (slice_ns)
+		sc.mem_slice_ns = slice_ns > 0 ? slice_ns : 0;
 	int rc = gmx_scenario_run(&sc, sched, mem, res, err, sizeof(err));
 	gmx_scenario_free(&sc);
 	if (rc)
@@ -78,7 +81,7 @@ static void fault_path_rates(const gmx_preset_t *dev, double *single_gbps, doubl
 		gmx_region_t r = {.buffer = 0, .offset = off, .length = GMX_PAGE_SIZE};
 		gmx_access_cursor_t at = {0, 0};
 		gmx_um_batch_t bt;
-		gmx_um_service(&m, dev, 0, &r, 1, at, n + 1, 0, &bt);
+		gmx_um_service(&m, dev, 0, NULL, &r, 1, at, n + 1, 0, &bt);
 		cost += bt.cost_ns;
 		moved += bt.in_bytes;
 	}
@@ -95,7 +98,7 @@ static void fault_path_rates(const gmx_preset_t *dev, double *single_gbps, doubl
 		if (done)
 			break;
 		gmx_um_batch_t bt;
-		gmx_um_service(&m, dev, 0, &r, 1, cur, stamp, 0, &bt);
+		gmx_um_service(&m, dev, 0, NULL, &r, 1, cur, stamp, 0, &bt);
 		cost += bt.cost_ns;
 	}
 	*sweep_gbps = (double)(1ull << 30) / (double)cost;
@@ -193,13 +196,14 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 		json_object_set_new(row, "um_p99_s", json_real(gmx_bench_worst_p99(&r[1])));
 		json_array_append_new(rows, row);
 	}
-	/* msched's mechanisms on the paper's own scenarios, at the scenarios' 1 s slice and at
+	/* msched's mechanisms on the paper's own scenarios, at the scenarios' 1 s slice, at
 	 * 200 ms (../shared/checks/fidelity's other slice, where migration is a large share of a
-	 * turn, as at the paper's unstated slice: its MSched keeps 44-74% there): pipelined
-	 * against serial migration on the microbenchmark, and the bytes whole-allocation
+	 * turn, as at the paper's unstated slice: its MSched keeps 44-74% there) and at the slices
+	 * msched's rule picks: pipelined against serial migration (msched-serial, the paper's
+	 * "w/o pipelined migration") on the microbenchmark, and the bytes whole-allocation
 	 * prediction moves per unit of work against templates on D. */
-	double gain[2][3] = {{0}}, whole[2][3] = {{0}};
-	for (int s = 0; s < 2; s++) {
+	double gain[N_SLICES][3] = {{0}}, whole[N_SLICES][3] = {{0}}, rule_ms[2][3] = {{0}};
+	for (int s = 0; s < N_SLICES; s++) {
 		for (int p = 0; p < 3; p++) {
 			if (quick && p)
 				continue;
@@ -211,11 +215,13 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 				break;
 			double ts = total_throughput(&r[1]);
 			gain[s][p] = ts > 0 ? total_throughput(&r[0]) / ts : 0;
+			rule_ms[0][p] = slices_ns[s] < 0 ? r[0].msched.slice_mean_ms : rule_ms[0][p];
 			snprintf(name, sizeof(name), "d-%s", pressures[p]);
 			if (run_at(dir, name, "timeslice", "msched", sl, &r[0]) ||
 			    run_at(dir, name, "timeslice", "msched-wholealloc", sl, &r[1]))
 				break;
 			whole[s][p] = gmx_bench_bytes_ratio(&r[1], &r[0]);
+			rule_ms[1][p] = slices_ns[s] < 0 ? r[0].msched.slice_mean_ms : rule_ms[1][p];
 		}
 	}
 	free(r);
@@ -238,15 +244,20 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 			snprintf(what, sizeof(what), "micro %s%%: fault batches per task completion", pressures[p]);
 			printf("%-50s %10.0f %10.0f %8.2f\n", what, micro_fpu[p], paper_faults_per_task[p],
 			       micro_fpu[p] / paper_faults_per_task[p]);
-			for (int s = 0; s < 2; s++) {
+			for (int s = 0; s < N_SLICES; s++) {
+				char at[48] = "";
+				if (slices_ns[s] < 0)
+					snprintf(at, sizeof(at), "  (msched's mean slice %.0f ms)", rule_ms[0][p]);
 				snprintf(what, sizeof(what), "micro %s%%: pipelined / serial migration, %s", pressures[p],
 					 slice_names[s]);
-				printf("%-50s %9.2fx %9.2fx %8.2f\n", what, gain[s][p], paper_pipeline_gain[p],
-				       gain[s][p] / paper_pipeline_gain[p]);
+				printf("%-50s %9.2fx %9.2fx %8.2f%s\n", what, gain[s][p], paper_pipeline_gain[p],
+				       gain[s][p] / paper_pipeline_gain[p], at);
+				if (slices_ns[s] < 0)
+					snprintf(at, sizeof(at), "  (msched's mean slice %.0f ms)", rule_ms[1][p]);
 				snprintf(what, sizeof(what), "D %s%%: whole-allocation bytes / templates, %s", pressures[p],
 					 slice_names[s]);
-				printf("%-50s %9.2fx %9.2fx %8.2f\n", what, whole[s][p], paper_wholealloc_bytes[p],
-				       whole[s][p] / paper_wholealloc_bytes[p]);
+				printf("%-50s %9.2fx %9.2fx %8.2f%s\n", what, whole[s][p], paper_wholealloc_bytes[p],
+				       whole[s][p] / paper_wholealloc_bytes[p], at);
 			}
 		}
 		printf("%-50s %6.3fGB/s %6.2fGB/s %8.2f\n", "single-page fault stream", single, 0.12, single / 0.12);
@@ -263,18 +274,27 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 	json_object_set_new(root, "bars_outside_1_5x", json_integer(outside));
 	json_object_set_new(root, "worst_ratio_to_paper", json_real(worst));
 	json_t *fpt = json_array(), *pg = json_array(), *wb = json_array(), *pg2 = json_array(), *wb2 = json_array();
+	json_t *pg3 = json_array(), *wb3 = json_array(), *rs3 = json_array(), *rw3 = json_array();
 	for (int p = 0; p < 3; p++) {
 		json_array_append_new(fpt, json_real(micro_fpu[p]));
 		json_array_append_new(pg, json_real(gain[0][p]));
 		json_array_append_new(wb, json_real(whole[0][p]));
 		json_array_append_new(pg2, json_real(gain[1][p]));
 		json_array_append_new(wb2, json_real(whole[1][p]));
+		json_array_append_new(pg3, json_real(gain[2][p]));
+		json_array_append_new(wb3, json_real(whole[2][p]));
+		json_array_append_new(rs3, json_real(rule_ms[0][p]));
+		json_array_append_new(rw3, json_real(rule_ms[1][p]));
 	}
 	json_object_set_new(root, "micro_faults_per_task_150_200_300", fpt);
 	json_object_set_new(root, "micro_pipeline_gain_150_200_300", pg);
 	json_object_set_new(root, "d_wholealloc_bytes_ratio_150_200_300", wb);
 	json_object_set_new(root, "micro_pipeline_gain_200ms_150_200_300", pg2);
 	json_object_set_new(root, "d_wholealloc_bytes_ratio_200ms_150_200_300", wb2);
+	json_object_set_new(root, "micro_pipeline_gain_rule_150_200_300", pg3);
+	json_object_set_new(root, "d_wholealloc_bytes_ratio_rule_150_200_300", wb3);
+	json_object_set_new(root, "micro_rule_slice_ms_150_200_300", rs3);
+	json_object_set_new(root, "d_rule_slice_ms_150_200_300", rw3);
 	json_object_set_new(root, "bars", rows);
 	json_object_set_new(root, "quick", json_boolean(quick));
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);

@@ -521,7 +521,7 @@ static void um_fault(sim_t *s, scmd_t *x)
 	stask_t *tk = &s->t[x->c.task];
 	const gmx_op_t *op = x->c.op;
 	gmx_um_batch_t b;
-	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, &tk->w->regions[op->region_first],
+	int rc = gmx_um_service(&s->mem, s->dev, x->c.task, op, &tk->w->regions[op->region_first],
 				op->region_count, x->cur, ++s->stamp, s->now, &b);
 	if (rc) {
 		gmx_sim__fail(s, rc, "a fault batch needs more memory than the device holds");

@@ -495,8 +495,9 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 	 * runs: only into room that no chunk of these two slices holds (free, or
 	 * a victim that a later slice needs first, or none does), and only while
 	 * the link would finish within the coming turn (no backlog that later
-	 * loads would queue behind). */
-	if (ns > 1 && ms->variant != GMX_MSCHED_FIFO)
+	 * loads would queue behind). Not without the pipeline (msched-serial):
+	 * the stock path moves nothing behind compute. */
+	if (ns > 1 && ms->variant != GMX_MSCHED_FIFO && ms->variant != GMX_MSCHED_SERIAL)
 		for (uint32_t i = ms->first[1]; i < ms->first[2]; i++) {
 			uint32_t c = ms->need[i];
 			if (ms->h2d_free > at + ms->slice_ns)
@@ -721,6 +722,12 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 			if (m->chunks[c].resident && ms->ready[c] > start)
 				start = ms->ready[c];
 	}
+	/* Without the pipeline (msched-serial) there is no early start: the stock
+	 * driver swaps the working set serially and the kernels stall until all of
+	 * it has moved (MSched paper section 6.3, Fig. 5), so a kernel waits for every
+	 * migration issued so far. */
+	if (ms->variant == GMX_MSCHED_SERIAL && ms->h2d_free > start)
+		start = ms->h2d_free;
 	*ready = start;
 	return 0;
 }

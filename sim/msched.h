@@ -28,7 +28,9 @@
 typedef enum gmx_msched_variant {
 	GMX_MSCHED_FULL = 0,   /* templates, timeline order, pipelined migration */
 	GMX_MSCHED_WHOLEALLOC, /* predicts whole allocations */
-	GMX_MSCHED_SERIAL,     /* evict, then load, one copy at a time */
+	GMX_MSCHED_SERIAL,     /* the stock path (no pipeline): evict, then load, one copy at a
+				* time; kernels wait for the whole migration (no early start)
+				* and nothing moves behind compute */
 	GMX_MSCHED_FIFO,       /* the driver's eviction order (population order) */
 	GMX_MSCHED_PRIO,       /* the combined policy's memory side (docs/combined.md): the
 				* full planner, with the HP working set never evicted for LP

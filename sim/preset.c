@@ -2,6 +2,8 @@
  *  [P]  MSched paper, arXiv 2512.24637v2 (RTX 5080 / RTX 3080 measurements)
  *  [T]  shared/traces/README.md (launch latency and gaps measured from HTA/kineto traces)
  *  [S]  vendor specification sheets (memory size and bandwidth, SM count, fp32 rate)
+ *  [C]  CUDA C++ Programming Guide, "Features and Technical Specifications": maximum
+ *       resident threads per SM by compute capability (7.0, 8.0, 9.0: 2048; 8.6, 12.0: 1536)
  *  [U]  UVMSmart's PCIe 3.0 x16 transfer curve, saturating near 12 GB/s (brief/msched.md)
  * Where no measurement exists for a device (H100/H200/A100/V100 swap rates), the
  * PCIe generation's measured figure from [P] is reused; the note says so. */
@@ -53,6 +55,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 960,        /* [S] GDDR7 256-bit 30 Gbps */
 		.fp32_tflops = 56.3,    /* [S] */
 		.sms = 84,              /* [S] */
+		.threads_per_sm = 1536, /* [C] compute capability 12.0 */
 		.link_serial_gbps = 41.7, /* [P] serial swap */
 		.link_in_gbps = 31.75,    /* [P] 63.5 GB/s pipelined, split evenly */
 		.link_out_gbps = 31.75,
@@ -67,6 +70,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 760,       /* [S] */
 		.fp32_tflops = 29.8,   /* [S] */
 		.sms = 68,             /* [S] */
+		.threads_per_sm = 1536, /* [C] 8.6 */
 		.link_serial_gbps = 22.22, /* [P] */
 		.link_in_gbps = 19.9,      /* [P] 39.8 GB/s pipelined, split evenly */
 		.link_out_gbps = 19.9,
@@ -81,6 +85,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 3350,     /* [S] */
 		.fp32_tflops = 67,    /* [S] */
 		.sms = 132,           /* [S] */
+		.threads_per_sm = 2048, /* [C] 9.0 */
 		.link_serial_gbps = 41.7,
 		.link_in_gbps = 31.75,
 		.link_out_gbps = 31.75,
@@ -95,6 +100,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 4800,     /* [S] */
 		.fp32_tflops = 67,    /* [S] */
 		.sms = 132,           /* [S] */
+		.threads_per_sm = 2048, /* [C] 9.0 */
 		.link_serial_gbps = 41.7,
 		.link_in_gbps = 31.75,
 		.link_out_gbps = 31.75,
@@ -109,6 +115,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 1555,     /* [S] */
 		.fp32_tflops = 19.5,  /* [S] */
 		.sms = 108,           /* [S] */
+		.threads_per_sm = 2048, /* [C] 8.0 */
 		.link_serial_gbps = 22.22,
 		.link_in_gbps = 19.9,
 		.link_out_gbps = 19.9,
@@ -123,6 +130,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 900,      /* [S] */
 		.fp32_tflops = 15.7,  /* [S] */
 		.sms = 80,            /* [S] */
+		.threads_per_sm = 2048, /* [C] 7.0 */
 		.link_serial_gbps = 11.0, /* [U] ~12 GB/s saturation, less the turn-around */
 		.link_in_gbps = 12.0,     /* [U] */
 		.link_out_gbps = 12.0,
@@ -137,6 +145,7 @@ static const gmx_preset_t presets[] = {
 		.hbm_gbps = 900,
 		.fp32_tflops = 15.7,
 		.sms = 80,
+		.threads_per_sm = 2048,
 		.link_serial_gbps = 11.0,
 		.link_in_gbps = 12.0,
 		.link_out_gbps = 12.0,

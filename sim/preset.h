@@ -15,6 +15,7 @@ typedef struct gmx_preset {
 	double hbm_gbps;           /* device memory bandwidth, GB/s */
 	double fp32_tflops;        /* peak fp32 rate, for scaling compute-bound kernels */
 	uint32_t sms;              /* streaming multiprocessors */
+	uint32_t threads_per_sm;   /* most threads resident on one SM at once (by compute capability) */
 	double link_serial_gbps;   /* PCIe swap rate when evict and load take turns (driver path) */
 	double link_in_gbps;       /* host-to-device rate when both directions run at once */
 	double link_out_gbps;      /* device-to-host rate when both directions run at once */

@@ -104,17 +104,38 @@ static uint32_t prefetch_bigs(uint32_t faulted, uint32_t resident)
 	return fetch;
 }
 
-int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, const gmx_region_t *regions,
-		   uint32_t n_regions, gmx_access_cursor_t at, uint64_t stamp, int64_t now, gmx_um_batch_t *out)
+uint64_t gmx_um_inflight_pages(const gmx_preset_t *dev, const gmx_op_t *op, const gmx_region_t *r)
+{
+	if (!op || !dev->sms || !dev->threads_per_sm)
+		return 0;
+	uint64_t threads = (uint64_t)op->grid[0] * op->grid[1] * op->grid[2] * op->block[0] * op->block[1] * op->block[2];
+	uint64_t resident = (uint64_t)dev->sms * dev->threads_per_sm;
+	if (!threads || resident >= threads)
+		return 0;
+	uint64_t pages = gmx_um_access_pages(r, 1);
+	uint64_t w = (pages * resident + threads - 1) / threads;
+	return w ? w : 1;
+}
+
+int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, const gmx_op_t *op,
+		   const gmx_region_t *regions, uint32_t n_regions, gmx_access_cursor_t at, uint64_t stamp, int64_t now,
+		   gmx_um_batch_t *out)
 {
 	struct batch_chunk chunks[UM_BATCH_MAX_ENTRIES];
-	uint32_t n_chunks = 0, entries = 0;
+	uint32_t n_chunks = 0, entries = 0, max_entries = UM_BATCH_MAX_ENTRIES;
 	uint64_t window = UM_FAULT_WINDOW_BYTES >> GMX_PAGE_SHIFT, scanned = 0;
+	/* The faults come from the threads in flight: a kernel with more threads than
+	 * the GPU holds at once faults only in the part of the region they touch. */
+	uint64_t inflight = at.region < n_regions ? gmx_um_inflight_pages(dev, op, &regions[at.region]) : 0;
+	if (inflight && inflight < window)
+		window = inflight;
+	if (window < max_entries)
+		max_entries = (uint32_t)window;
 	memset(out, 0, sizeof(*out));
 
 	/* Gather: the first missing pages the kernel's in-flight accesses reach. */
 	gmx_access_cursor_t cur = at;
-	while (entries < UM_BATCH_MAX_ENTRIES && scanned < window) {
+	while (entries < max_entries && scanned < window) {
 		int done;
 		scanned += gmx_um_seek_missing(m, task, regions, n_regions, &cur, &done);
 		if (done)

@@ -24,10 +24,17 @@ typedef struct gmx_um_batch {
 } gmx_um_batch_t;
 
 /* Gathers the batch of missing pages the kernel raises from `at` (which must be
- * a missing page) and services it. 0, or -ENOSPC when capacity cannot hold the
- * batch. */
-int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, const gmx_region_t *regions,
-		   uint32_t n_regions, gmx_access_cursor_t at, uint64_t stamp, int64_t now, gmx_um_batch_t *out);
+ * a missing page) and services it: at most 256 pages, and no further ahead than
+ * the threads the GPU holds at once reach (gmx_um_inflight_pages; op NULL: 16 MB).
+ * 0, or -ENOSPC when capacity cannot hold the batch. */
+int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, const gmx_op_t *op,
+		   const gmx_region_t *regions, uint32_t n_regions, gmx_access_cursor_t at, uint64_t stamp, int64_t now,
+		   gmx_um_batch_t *out);
+
+/* Pages of region r that kernel op's resident threads touch at once: the region
+ * shared evenly over the grid's threads, times the threads the device holds
+ * (sms x threads_per_sm); 0 when every thread is resident or the grid is unknown. */
+uint64_t gmx_um_inflight_pages(const gmx_preset_t *dev, const gmx_op_t *op, const gmx_region_t *r);
 
 /* Total pages of the region list (the kernel's access length). */
 uint64_t gmx_um_access_pages(const gmx_region_t *regions, uint32_t n_regions);

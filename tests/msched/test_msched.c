@@ -417,6 +417,46 @@ static void test_predict_bounded(void **state)
 	gmx_tpl_set_free(&set);
 }
 
+/* Without the pipeline (msched-serial, the paper's "w/o pipelined migration": the stock
+ * driver's serial swap, Fig. 5) a turn's first kernel waits until the switch's whole
+ * migration has moved at the serial rate; with it (msched) the kernel starts as soon as its
+ * own pages are in (early start). */
+static void test_msched_serial_waits_for_whole_migration(void **state)
+{
+	(void)state;
+	gmx_workload_t w[2];
+	for (int i = 0; i < 2; i++)
+		tu_sweep(&w[i], "sweep", 64ull << 20, 8, 8ull << 20, 200000, 5000);
+	const gmx_workload_t *ws[2] = {&w[0], &w[1]};
+	gmx_sim_task_t tasks[2] = {{.name = "a", .workload = &w[0]}, {.name = "b", .workload = &w[1]}};
+	const gmx_preset_t *dev = gmx_preset_find("rtx5080");
+	int64_t ready[2];
+	uint64_t planned[2];
+	gmx_msched_variant_t v[2] = {GMX_MSCHED_FULL, GMX_MSCHED_SERIAL};
+	for (int k = 0; k < 2; k++) {
+		gmx_memspace_t m;
+		assert_int_equal(gmx_memspace_init(&m, ws, 2, 64ull << 20), 0);
+		gmx_memspace_warm(&m); /* task a fills the device; b is on the host */
+		gmx_msched_t *ms;
+		assert_int_equal(gmx_msched_create(&m, dev, tasks, 2, v[k], 1000000000LL, NULL, &ms), 0);
+		assert_int_equal(gmx_msched_kernel(ms, 1, 0, 0, &ready[k]), 0);
+		gmx_sim_msched_stats_t st;
+		gmx_msched_stats(ms, &st);
+		planned[k] = st.planned_in_bytes;
+		gmx_msched_destroy(ms);
+		gmx_memspace_free(&m);
+	}
+	assert_int_equal(planned[0], 64ull << 20); /* b's whole unit is planned in at the switch */
+	assert_int_equal(planned[1], 64ull << 20);
+	/* serial: all of b in and as much of a out, one after the other */
+	int64_t whole = (int64_t)((double)(128ull << 20) / dev->link_serial_gbps);
+	assert_true(ready[1] >= whole);
+	/* pipelined with early start: the first 8 MB in, behind their eviction */
+	assert_true(ready[0] < whole / 4);
+	for (int i = 0; i < 2; i++)
+		gmx_workload_free(&w[i]);
+}
+
 /* Templates learned from one size cannot extrapolate (a fixed extent); learned from two
  * profiling runs at different sizes they fit the extent to the size argument and predict a
  * third size exactly. */
@@ -454,7 +494,7 @@ int main(void)
 		cmocka_unit_test(test_msched_no_missing),
 		cmocka_unit_test(test_msched_whole_allocation_fallback),
 		cmocka_unit_test(test_msched_fallback_counted),
-		cmocka_unit_test(test_learn_two_sizes),
+		cmocka_unit_test(test_learn_two_sizes),		cmocka_unit_test(test_msched_serial_waits_for_whole_migration),
 		cmocka_unit_test(test_predict_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
