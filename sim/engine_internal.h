@@ -1,5 +1,6 @@
-/* The simulator's internal state, shared by the device side (engine.c) and
- * the host threads (host.c). Not a public interface. */
+/* The simulator's internal state, shared by the device (engine.c), the memory modes' hooks
+ * (memmode.c), the host threads (host.c), the run (run.c) and its figures (collect.c). Not a
+ * public interface. */
 #ifndef GMX_SIM_ENGINE_INTERNAL_H
 #define GMX_SIM_ENGINE_INTERNAL_H
 
@@ -168,6 +169,47 @@ int gmx_sim__lease_release(sim_t *s, scmd_t *x);
 /* Starts every submitted command that may start now. */
 void gmx_sim__start_ready(sim_t *s);
 
+
+/* ---- engine.c: the device ---- */
+
+/* Schedules the one pending event of command x (START, END, FAULT or RESUME) at `at`, tagged
+ * with its generation so that a preemption can void it. */
+void gmx_sim__cmd_push(sim_t *s, scmd_t *x, int64_t at, uint32_t kind);
+
+/* The device the policy drives (gmx_device_t), its callbacks bound to run s. */
+gmx_device_t gmx_sim__device(sim_t *s);
+
+/* Handles event e popped at s->now: a host step, an arrival, a command's start, fault, resume or
+ * end (stale ones ignored), the policy's timer, the end of the warm-up or of the run. */
+void gmx_sim__dispatch(sim_t *s, const gmx_event_t *e);
+
+/* ---- memmode.c: the memory modes' hooks (a kernel with regions, not inmem) ---- */
+
+/* ideal: brings the kernel's pages in as early as the links allow and schedules its end. */
+void gmx_sim__ideal_begin(sim_t *s, scmd_t *x);
+
+/* msched: starts the kernel once its planned pages are in; what was missed faults in (um). */
+void gmx_sim__msched_begin(sim_t *s, scmd_t *x);
+
+/* Unified memory: starts the kernel from its first page; it runs until its next missing page. */
+void gmx_sim__um_begin(sim_t *s, scmd_t *x);
+
+/* Runs kernel x up to its next missing page (a FAULT event) or to its end (an END event). */
+void gmx_sim__um_resume(sim_t *s, scmd_t *x);
+
+/* Services kernel x's fault batch on the one fault handler and schedules its RESUME. */
+void gmx_sim__um_fault(sim_t *s, scmd_t *x);
+
+/* ---- collect.c: the run's figures ---- */
+
+/* Adds the run's figures so far to r (tasks' figures are set, totals added). */
+void gmx_sim__collect(sim_t *s, gmx_sim_result_t *r);
+
+/* Ends the warm-up: keeps its figures (s->warm) to subtract, restarts latency samples. */
+void gmx_sim__warmup_end(sim_t *s);
+
+/* Turns whole-run figures r into the measured window's, given the warm-up's w. */
+void gmx_sim__subtract_warmup(gmx_sim_result_t *r, const gmx_sim_result_t *w);
 /* Host threads (host.c). */
 void gmx_sim__start_unit(sim_t *s, uint32_t t, int64_t started);
 void gmx_sim__next_arrival(sim_t *s, uint32_t t);

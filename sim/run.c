@@ -1,0 +1,435 @@
+/* A simulation run: set-up of the tasks, memory space and policy, the event
+ * loop, tear-down, the checks made before a scenario runs, and the runs that
+ * make one result (exclusive: one per task; ideal under timeline: held phases). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "ideal.h"
+#include "memspace.h"
+#include "msched.h"
+#include "profile.h"
+#include "sim.h"
+
+#include "engine_internal.h"
+
+#define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
+
+static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux"};
+
+const char *gmx_mem_mode_name(gmx_mem_mode_t m)
+{
+	return m < GMX_MEM_MODE_COUNT ? mem_names[m] : "?";
+}
+
+int gmx_mem_mode_parse(const char *name)
+{
+	for (int i = 0; i < GMX_MEM_MODE_COUNT; i++)
+		if (!strcmp(name, mem_names[i]))
+			return i;
+	return -1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* Numbers the workload's events densely and sizes the wait matrix; nothing
+ * when it has no RECORD or WAIT. 0 or -ENOMEM. */
+static int build_events(stask_t *tk)
+{
+	const gmx_workload_t *w = tk->w;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		n += w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT;
+	if (!n)
+		return 0;
+	uint32_t *ids = malloc(n * sizeof(*ids));
+	tk->ev_of_op = calloc(w->n_ops, sizeof(*tk->ev_of_op));
+	tk->ev_slot = calloc(n, sizeof(*tk->ev_slot));
+	tk->ev_count = calloc(n, sizeof(*tk->ev_count));
+	tk->need = calloc((size_t)tk->n_slots * tk->n_slots, sizeof(*tk->need));
+	if (!ids || !tk->ev_of_op || !tk->ev_slot || !tk->ev_count || !tk->need) {
+		free(ids);
+		return -ENOMEM;
+	}
+	n = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		if (w->ops[k].kind == GMX_OP_RECORD || w->ops[k].kind == GMX_OP_WAIT)
+			ids[n++] = w->ops[k].event;
+	qsort(ids, n, sizeof(*ids), cmp_u32);
+	uint32_t u = 0;
+	for (uint32_t k = 0; k < n; k++)
+		if (!u || ids[u - 1] != ids[k])
+			ids[u++] = ids[k];
+	for (uint32_t k = 0; k < w->n_ops; k++) {
+		if (w->ops[k].kind != GMX_OP_RECORD && w->ops[k].kind != GMX_OP_WAIT)
+			continue;
+		uint32_t lo = 0, hi = u; /* ids[lo] == the op's event */
+		while (hi - lo > 1) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (ids[mid] <= w->ops[k].event)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		tk->ev_of_op[k] = lo;
+	}
+	free(ids);
+	return 0;
+}
+
+static int build_task(sim_t *s, uint32_t i)
+{
+	stask_t *tk = &s->t[i];
+	const gmx_sim_task_t *c = &s->cfg->tasks[i];
+	tk->cfg = c;
+	tk->w = c->workload;
+	tk->wait_stream = -1;
+	tk->slots = calloc(64, sizeof(slot_t));
+	if (!tk->slots)
+		return -ENOMEM;
+	uint32_t cap = 64;
+	for (uint32_t k = 0; k < tk->w->n_ops; k++) {
+		const gmx_op_t *op = &tk->w->ops[k];
+		if (op->kind == GMX_OP_SYNC || op->kind == GMX_OP_ALLOC || op->kind == GMX_OP_FREE)
+			continue;
+		uint32_t j = 0;
+		while (j < tk->n_slots && tk->slots[j].stream != op->stream)
+			j++;
+		if (j < tk->n_slots)
+			continue;
+		if (tk->n_slots == cap) {
+			slot_t *p = realloc(tk->slots, 2 * (size_t)cap * sizeof(*p));
+			if (!p)
+				return -ENOMEM;
+			memset(p + cap, 0, cap * sizeof(*p));
+			tk->slots = p;
+			cap *= 2;
+		}
+		tk->slots[tk->n_slots++].stream = op->stream;
+	}
+	int rc = build_events(tk);
+	if (rc)
+		return rc;
+	/* Durations were measured on the workload's device; rescale to this one. */
+	tk->scale_mem = tk->scale_compute = 1.0;
+	const gmx_preset_t *ref = tk->w->device ? gmx_preset_find(tk->w->device) : NULL;
+	if (ref && ref != s->dev) {
+		tk->scale_mem = ref->hbm_gbps / s->dev->hbm_gbps;
+		tk->scale_compute = ref->fp32_tflops / s->dev->fp32_tflops;
+	}
+	for (uint32_t k = 0; k < tk->w->n_ops; k++)
+		tk->unit_gpu_ns += (double)gmx_sim__op_duration(s, tk, &tk->w->ops[k]);
+	if (c->arrival != GMX_ARRIVAL_CLOSED) {
+		tk->arr_cap = 1024;
+		tk->arrivals = calloc(tk->arr_cap, sizeof(int64_t));
+		if (!tk->arrivals)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static void destroy(sim_t *s)
+{
+	free(s->warm);
+	if (s->policy)
+		s->cfg->policy->destroy(s->policy);
+	for (uint32_t i = 0; i < s->n && s->t; i++) {
+		stask_t *tk = &s->t[i];
+		free(tk->slots);
+		free(tk->need);
+		free(tk->ev_of_op);
+		free(tk->ev_slot);
+		free(tk->ev_count);
+		free(tk->arrivals);
+		free(tk->lat);
+	}
+	for (scmd_t *x = s->live, *nx; x; x = nx) {
+		nx = x->live_next;
+		free(x->deps);
+		free(x);
+	}
+	free(s->t);
+	free(s->run);
+	free(s->progress);
+	gmx_ideal_destroy(s->ideal);
+	gmx_msched_destroy(s->ms);
+	gmx_memspace_free(&s->mem);
+	gmx_events_free(&s->q);
+}
+
+/* Runs one simulation of the configured tasks together. */
+static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
+{
+	sim_t s = {0};
+	s.cfg = cfg;
+	s.dev = cfg->device;
+	s.n = cfg->n_tasks;
+	s.err = err;
+	s.err_len = err_len;
+	s.ee_task = s.ee_last_task = -1;
+	s.rng = cfg->seed;
+	s.spatial = (cfg->policy->flags & GMX_POLICY_SPATIAL) != 0;
+	if (s.spatial && cfg->mem != GMX_MEM_INMEM) {
+		snprintf(err, err_len,
+			 "scheduler %s shares the engine between contexts, which the simulator models "
+			 "with unlimited memory only (--mem inmem)",
+			 cfg->policy->name);
+		return -EINVAL;
+	}
+	s.t = calloc(s.n ? s.n : 1, sizeof(stask_t));
+	s.progress = calloc(s.n ? s.n : 1, sizeof(int64_t));
+	int rc = (!s.t || !s.progress) ? -ENOMEM : 0;
+	for (uint32_t i = 0; !rc && i < s.n; i++)
+		rc = build_task(&s, i);
+	const gmx_workload_t *ws[GMX_MAX_TASKS];
+	for (uint32_t i = 0; i < s.n; i++)
+		ws[i] = cfg->tasks[i].workload;
+	if (!rc && cfg->mem != GMX_MEM_INMEM) {
+		rc = gmx_memspace_init(&s.mem, ws, s.n, cfg->capacity_bytes);
+		if (!rc && cfg->mem == GMX_MEM_UM && (cfg->policy->flags & GMX_POLICY_UM_PRIORITY)) {
+			int prio[GMX_MAX_TASKS];
+			for (uint32_t i = 0; i < s.n; i++)
+				prio[i] = cfg->tasks[i].priority;
+			gmx_memspace_prio_evict(&s.mem, prio);
+		}
+		if (!rc && (cfg->mem == GMX_MEM_UM || cfg->mem >= GMX_MEM_MSCHED))
+			gmx_memspace_warm(&s.mem);
+		if (!rc && cfg->timeline) {
+			s.mem.note = gmx_sim__note_migration;
+			s.mem.note_ctx = &s;
+		}
+		if (!rc && cfg->mem >= GMX_MEM_MSCHED)
+			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
+					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),
+					       cfg->sched.slice_ns, cfg->templates, &s.ms);
+		if (!rc && s.ms)
+			gmx_msched_slice_rule(s.ms, cfg->mem_slice_auto);
+		if (!rc && cfg->mem == GMX_MEM_IDEAL)
+			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
+	}
+	gmx_device_t dev = gmx_sim__device(&s);
+	/* What the scenario says of each task's arrivals, for a policy that seeds its predictions
+	 * with it (gpumux), unless the caller gave its own. */
+	gmx_comb_arrivals_t arr[GMX_MAX_TASKS];
+	int64_t *arr_gaps[GMX_MAX_TASKS] = {0};
+	gmx_sched_params_t sp = cfg->sched;
+	if (!rc && !sp.arrivals && s.n <= GMX_MAX_TASKS) {
+		rc = gmx_sim__arrivals(&s, arr, arr_gaps);
+		sp.arrivals = arr;
+		sp.n_arrivals = s.n;
+	}
+	if (!rc)
+		rc = cfg->policy->create(&sp, &dev, &s.policy);
+	for (uint32_t i = 0; !rc && i < s.n; i++)
+		rc = cfg->policy->task_add(s.policy, i, cfg->tasks[i].priority);
+	if (rc) {
+		snprintf(err, err_len, "cannot set up the simulation: %s", strerror(-rc));
+		destroy(&s);
+		for (uint32_t i = 0; i < s.n && i < GMX_MAX_TASKS; i++)
+			free(arr_gaps[i]);
+		return rc;
+	}
+	for (uint32_t i = 0; i < s.n; i++) {
+		if (cfg->tasks[i].arrival == GMX_ARRIVAL_CLOSED)
+			gmx_sim__start_unit(&s, i, 0);
+		else {
+			s.t[i].host = HOST_IDLE;
+			gmx_sim__next_arrival(&s, i);
+		}
+	}
+	int64_t warmup = cfg->warmup_ns > 0 ? cfg->warmup_ns : 0;
+	if (warmup)
+		gmx_sim__push(&s, warmup, EV_WARMUP, 0, 0);
+	gmx_sim__push(&s, warmup + cfg->duration_ns, EV_STOP, 0, 0);
+	gmx_event_t e;
+	const double span_ns = (double)(warmup + cfg->duration_ns);
+	while (!s.stop && !gmx_events_pop(&s.q, &e)) {
+		s.now = e.time;
+		s.events++;
+		if (cfg->progress && !(s.events & GMX_SIM_PROGRESS_EVERY))
+			cfg->progress(cfg->progress_ctx, (double)s.now / span_ns);
+		gmx_sim__dispatch(&s, &e);
+	}
+	rc = s.error;
+	if (!rc) {
+		gmx_sim__collect(&s, res);
+		if (s.warm)
+			gmx_sim__subtract_warmup(res, s.warm);
+		if ((cfg->mem == GMX_MEM_UM || s.ms) && gmx_memspace_check(&s.mem, err, err_len))
+			rc = -EFAULT;
+		if (cfg->mem == GMX_MEM_IDEAL && gmx_ideal_check(s.ideal)) {
+			snprintf(err, err_len, "ideal: resident pages exceed capacity");
+			rc = -EFAULT;
+		}
+	}
+	destroy(&s);
+	for (uint32_t i = 0; i < s.n && i < GMX_MAX_TASKS; i++)
+		free(arr_gaps[i]);
+	return rc;
+}
+
+struct span {
+	uint32_t buffer;
+	uint64_t lo, hi; /* chunk range within the buffer, inclusive */
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	if (x->buffer != y->buffer)
+		return x->buffer < y->buffer ? -1 : 1;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sets *bytes to the bytes of the distinct 2 MB chunks kernel op touches (what it
+ * needs resident at once). 0 or -ENOMEM. */
+static int kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op, uint64_t *bytes)
+{
+	struct span *s = calloc(op->region_count ? op->region_count : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < op->region_count; i++) {
+		const gmx_region_t *r = &w->regions[op->region_first + i];
+		s[i] = (struct span){r->buffer, r->offset >> 21, (r->offset + (r->length ? r->length : 1) - 1) >> 21};
+	}
+	qsort(s, op->region_count, sizeof(*s), span_cmp);
+	uint64_t chunks = 0;
+	for (uint32_t i = 0; i < op->region_count;) {
+		uint32_t b = s[i].buffer;
+		uint64_t lo = s[i].lo, hi = s[i].hi;
+		for (i++; i < op->region_count && s[i].buffer == b && s[i].lo <= hi + 1; i++)
+			hi = s[i].hi > hi ? s[i].hi : hi;
+		chunks += hi - lo + 1;
+	}
+	free(s);
+	*bytes = chunks << 21;
+	return 0;
+}
+
+/* The one rule for a kernel that needs more memory than the device holds: every
+ * memory mode but inmem refuses the scenario before it runs (none can model a
+ * kernel that evicts its own pages). 0, -E2BIG with the task and kernel named,
+ * or -ENOMEM. */
+static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_len)
+{
+	if (cfg->mem == GMX_MEM_INMEM)
+		return 0;
+	for (uint32_t t = 0; t < cfg->n_tasks; t++) {
+		const gmx_workload_t *w = cfg->tasks[t].workload;
+		for (uint32_t i = 0; i < w->n_ops; i++) {
+			const gmx_op_t *op = &w->ops[i];
+			if (op->kind != GMX_OP_KERNEL || !op->region_count)
+				continue;
+			uint64_t need = 0;
+			if (kernel_chunk_bytes(w, op, &need)) {
+				snprintf(err, err_len, "out of memory checking the kernels' sizes");
+				return -ENOMEM;
+			}
+			if (need <= cfg->capacity_bytes)
+				continue;
+			snprintf(err, err_len,
+				 "task %s: kernel %s (op %u) touches %.2f GiB (in 2 MiB chunks), more than the %.2f GiB "
+				 "of device memory: --mem %s cannot run it (only inmem can; give the device more memory "
+				 "or the task a smaller size)",
+				 cfg->tasks[t].name ? cfg->tasks[t].name : "?", w->names[op->name], i, need / GMX_GIB,
+				 cfg->capacity_bytes / GMX_GIB, gmx_mem_mode_name(cfg->mem));
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
+/* A task the rotation can skip: one whose host leaves the device for longer
+ * than the timeline scheduler's grace (1 ms) between launches, or open loop. */
+static int may_miss_turns(const gmx_sim_task_t *t)
+{
+	if (t->arrival != GMX_ARRIVAL_CLOSED)
+		return 1;
+	for (uint32_t i = 0; i < t->workload->n_ops; i++)
+		if (t->workload->ops[i].think_ns >= 1000000)
+			return 1;
+	return 0;
+}
+
+/* The memory limit under the timeline scheduler. How the rotation falls for
+ * a task whose host is busy between units depends on how long the others'
+ * turns last, and a memory policy that makes them longer can have it ready at
+ * each of its turns where faster memory makes it miss them. The limit grants
+ * every such task that best phase: its figures come from a run in which its
+ * turn waits for it (sched.hold_task), when they beat the plain run's. */
+static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
+{
+	int rc = run_one(cfg, res, err, err_len);
+	for (uint32_t h = 0; h < cfg->n_tasks && !rc; h++) {
+		if (cfg->n_tasks < 2 || !may_miss_turns(&cfg->tasks[h]))
+			continue;
+		gmx_sim_config_t held = *cfg;
+		held.sched.hold_task = h + 1;
+		gmx_sim_result_t *r = calloc(1, sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		rc = run_one(&held, r, err, err_len);
+		if (!rc && r->tasks[h].throughput_per_s > res->tasks[h].throughput_per_s)
+			res->tasks[h] = r->tasks[h];
+		free(r);
+	}
+	return rc;
+}
+
+int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
+{
+	memset(res, 0, sizeof(*res));
+	uint64_t footprint = 0;
+	for (uint32_t i = 0; i < cfg->n_tasks; i++)
+		footprint += gmx_workload_footprint(cfg->tasks[i].workload);
+	res->capacity_bytes = cfg->capacity_bytes;
+	res->footprint_bytes = footprint;
+	if (cfg->n_tasks == 0 || cfg->n_tasks > GMX_MAX_TASKS) {
+		snprintf(err, err_len, "a scenario needs 1 to %d tasks, not %u", GMX_MAX_TASKS, cfg->n_tasks);
+		return -EINVAL;
+	}
+	if (footprint > cfg->device->host_bytes) {
+		snprintf(err, err_len, "the tasks' memory (%.1f GiB) exceeds the host memory of %s (%.1f GiB)",
+			 footprint / GMX_GIB, cfg->device->name, cfg->device->host_bytes / GMX_GIB);
+		return -E2BIG;
+	}
+	int rc = check_kernels_fit(cfg, err, err_len);
+	if (rc)
+		return rc;
+	if (cfg->mem == GMX_MEM_IDEAL && strcmp(cfg->policy->name, "timeline") == 0)
+		return run_ideal(cfg, res, err, err_len);
+	if (strcmp(cfg->policy->name, "exclusive") != 0)
+		return run_one(cfg, res, err, err_len);
+	/* Each task alone, one after another: one run per task, times added up. */
+	double total = 0;
+	for (uint32_t i = 0; i < cfg->n_tasks; i++) {
+		gmx_sim_config_t one = *cfg;
+		one.tasks = &cfg->tasks[i];
+		one.n_tasks = 1;
+		gmx_sim_result_t r;
+		memset(&r, 0, sizeof(r));
+		rc = run_one(&one, &r, err, err_len);
+		if (rc)
+			return rc;
+		res->tasks[i] = r.tasks[0];
+		res->faults += r.faults;
+		res->fault_entries += r.fault_entries;
+		res->throttles += r.throttles;
+		res->h2d_bytes += r.h2d_bytes;
+		res->d2h_bytes += r.d2h_bytes;
+		res->kernels += r.kernels;
+		res->events += r.events;
+		res->warmup_s += r.warmup_s;
+		total += r.sim_time_s;
+	}
+	res->n_tasks = cfg->n_tasks;
+	res->sim_time_s = total;
+	return 0;
+}
