@@ -33,14 +33,15 @@ start_daemon() {
 
 stop_daemon() { kill "$DPID"; wait "$DPID" 2>/dev/null; DPID=; }
 
-# client NAME PRIORITY [gpumux-run options --] client options...: runs in the background.
+# client NAME PRIORITY [gpumux-run options --] client options...: runs in the background. With
+# CLIENT_NICE set, at that nice level.
 client() {
     local name=$1 prio=$2; shift 2
     local ropts=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do ropts+=("$1"); shift; done
     shift
     rm -f "$R/$name.out" # a rerun's readers must not see the previous run's lines
-    GPUMUX_SHIM_LOG=$R/$name.shim "$G" run --priority "$prio" --name "$name" "${ropts[@]}" -- \
+    GPUMUX_SHIM_LOG=$R/$name.shim nice -n "${CLIENT_NICE:-0}" "$G" run --priority "$prio" --name "$name" "${ropts[@]}" -- \
         "$CLIENT" --out "$R/$name.out" "$@" 2>"$R/$name.err" &
     eval "PID_$name=$!"
 }
