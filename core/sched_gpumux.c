@@ -219,7 +219,8 @@ static void dispatch(gmx_policy_t *s)
 	/* The LP turn: kept while its slice lasts, through host gaps under LP_GRACE_NS
 	 * (a closed-loop host launching its next unit), as the timeline scheduler does. */
 	int a = s->lp_active;
-	if (a >= 0 && has_work(s, (uint32_t)a))
+	/* Without preemption, a kernel of its still running is work: its host waits for it. */
+	if (a >= 0 && (has_work(s, (uint32_t)a) || (!s->dev.preempt && s->task[a].inflight)))
 		s->lp_idle_since = -1;
 	else if (a >= 0 && s->lp_idle_since < 0)
 		s->lp_idle_since = now;
