@@ -333,6 +333,7 @@ static void gm_on_host_wait(gmx_policy_t *s, uint32_t task)
 
 const gmx_policy_ops_t gmx_sched_gpumux_ops = {
     .name = "gpumux",
+    .flags = GMX_POLICY_MEM_PRIORITY,
     .summary = "the combined policy: HP first with immediate preemption, LP in HP gaps when its pages fit, "
 	       "LP turns by the memory planner's timeline (docs/combined.md)",
     .create = gm_create,

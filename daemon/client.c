@@ -139,6 +139,15 @@ void gmxd__flush_actions(void)
 	}
 }
 
+/* Whether something for c waits in the action queue (what is sent to c keeps its order). */
+static int has_actions(const client_t *c)
+{
+	for (const action_t *a = SRV.act_head; a; a = a->next)
+		if (a->task == c->task && a->client_id == c->id)
+			return 1;
+	return 0;
+}
+
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 {
 	(void)ctx;
@@ -165,10 +174,12 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	if (c->priority <= 2)
 		SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
 	gmxd__metrics_grant(c, now - d->notice_ns, d->kind <= 2);
-	if (GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
-		gmxd__plan_memory(c, d);
+	int loads = GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind) && gmxd__plan_memory(c, d);
 	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
-	gmxd__send_action(c, &e);
+	if (!loads && !has_actions(c))
+		gmxd__push_down(c, &e); /* its memory is in: no eviction elsewhere concerns it */
+	else
+		gmxd__send_action(c, &e);
 	return 0;
 }
 

@@ -25,6 +25,8 @@ void gmxd_config_default(gmxd_config_t *c)
 	c->unresponsive_ms = GMXD_UNRESPONSIVE_MS_DEFAULT;
 	c->device_memory_mb = GMXD_DEVICE_MEMORY_MB_DEFAULT;
 	c->spin_us = GMXD_SPIN_US_DEFAULT;
+	c->link_mb_s = GMXD_LINK_MB_S_DEFAULT;
+	c->piece_us = GMXD_PIECE_US_DEFAULT;
 	snprintf(c->profile_dir, sizeof c->profile_dir, "/var/lib/gpumux/profiles");
 }
 
@@ -108,6 +110,8 @@ static int on_key(void *user, const char *section, const char *name, const char 
 	     GMXD_UNRESPONSIVE_MS_MAX},
 	    {"device_memory_mb", offsetof(gmxd_config_t, device_memory_mb), 1, GMXD_DEVICE_MEMORY_MB_MAX},
 	    {"spin_us", offsetof(gmxd_config_t, spin_us), 0, GMXD_SPIN_US_MAX},
+	    {"link_mb_s", offsetof(gmxd_config_t, link_mb_s), 1, GMXD_LINK_MB_S_MAX},
+	    {"piece_us", offsetof(gmxd_config_t, piece_us), GMXD_PIECE_US_MIN, GMXD_PIECE_US_MAX},
 	};
 	for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
 		if (strcmp(name, nums[i].key) == 0) {

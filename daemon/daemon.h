@@ -33,6 +33,13 @@
 #define GMXD_DEVICE_MEMORY_MB_MAX (1 << 24)
 #define GMXD_SPIN_US_DEFAULT 0 /* busy-poll the rings before sleeping (0: never) */
 #define GMXD_SPIN_US_MAX 10000
+/* The combined policy (`gpumux`, docs/combined.md): the host-device link's rate, which turns
+ * missing bytes into load time, and the most time one migration order may hold the link. */
+#define GMXD_LINK_MB_S_DEFAULT 25000 /* 25 GB/s: PCIe 4.0 x16 in practice, and the stand-in's */
+#define GMXD_LINK_MB_S_MAX 10000000
+#define GMXD_PIECE_US_DEFAULT 2000 /* about one time slice */
+#define GMXD_PIECE_US_MIN 10
+#define GMXD_PIECE_US_MAX 1000000
 #define GMXD_ALLOW_MAX 32
 #define GMXD_CLIENTS_RESERVE 4 /* of max_clients, kept for root and the daemon's user */
 #define GMXD_ALLOCS_PER_CLIENT 4096
@@ -72,6 +79,7 @@ typedef struct {
 	char policy[32];
 	long slice_us, inflight, max_clients, unresponsive_ms, device_memory_mb, spin_us;
 	long max_clients_per_user; /* clients of one uid other than root and the daemon's; 0: half of max_clients */
+	long link_mb_s, piece_us; /* the combined policy's link rate (MB/s) and migration piece (us) */
 	uid_t allow_uid[GMXD_ALLOW_MAX];
 	int n_allow_uid;
 	gid_t allow_gid[GMXD_ALLOW_MAX];

@@ -5,6 +5,7 @@
  */
 #include "server_internal.h"
 
+#include "gpumux/combined.h"
 #include "gpumux/mplan.h"
 
 #include <errno.h>
@@ -12,16 +13,16 @@
 #include <string.h>
 
 /* Sends one order of the memory planner: loads (always the granted client's) after the
- * outstanding evictions, evictions to their owner at once. */
+ * outstanding evictions, evictions to their owner at once. ctx: an int set when a load went. */
 static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
 {
-	(void)ctx;
 	client_t *v = &SRV.cl[task];
 	gmx_ring_entry_t e = {
 	    .type = GMX_DOWN_MIGRATE, .a = to_device ? 1 : 0, .seq = ++SRV.tokens, .x = ptr, .y = len};
 	if (v->dead || v->cut)
 		return;
 	if (to_device) {
+		*(int *)ctx = 1;
 		v->st.mig_in_bytes += len;
 		gmxd__send_action(v, &e);
 		return;
@@ -111,14 +112,14 @@ static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice
 
 /* Makes d's working set resident before its grant (clients registered with
  * oversubscription). */
-void gmxd__plan_memory(client_t *c, dcmd_t *d)
+int gmxd__plan_memory(client_t *c, dcmd_t *d)
 {
 	if (!c->oversub)
-		return;
+		return 0;
 	gmxd_mem_slice_t sl[2 * GMX_MAX_TASKS + 1];
 	sl[0] = (gmxd_mem_slice_t){c->task, d->nranges == 0, d->ranges, d->nranges};
 	if (gmxd_mem_ready(SRV.mem, &sl[0]))
-		return;
+		return 0;
 	gmx_tpl_range_t *buf = NULL;
 	uint32_t len = 0, cap = 0, n = 1, start[2 * GMX_MAX_TASKS + 1] = {0};
 	/* Work already granted (in the driver's hands, perhaps not started) comes right after the
@@ -148,15 +149,41 @@ void gmxd__plan_memory(client_t *c, dcmd_t *d)
 	for (uint32_t k = 1; k < n; k++)
 		sl[k].r = sl[k].whole || !sl[k].n ? NULL : buf + start[k]; /* buf is NULL when no slice has ranges */
 	gmxd_mem_stats_t st;
-	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, NULL, &st);
+	int loaded = 0;
+	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, &loaded, &st);
 	free(buf);
 	if (rc) {
 		gmxd_log("client %u (%s): memory plan failed: %s; its kernel pages on demand", c->id, c->name,
 			 strerror(-rc));
-		return;
+		return 0;
 	}
 	SRV.mig_plans++;
 	SRV.mig_load_bytes += st.load_bytes;
 	SRV.mig_evict_bytes += st.evict_bytes;
 	SRV.mig_short_bytes += st.short_bytes;
+	return loaded;
+}
+
+void gmxd__mem_policy_init(void)
+{
+	int on = (SRV.ops->flags & GMX_POLICY_MEM_PRIORITY) != 0;
+	gmxd_mem_set_protect(SRV.mem, on);
+	gmxd_mem_set_piece(SRV.mem, on ? gmx_comb_piece_bytes(SRV.cfg->link_mb_s / 1000.0, SRV.cfg->piece_us * 1000LL)
+				       : 0);
+}
+
+int64_t gmxd__dev_load_ns(void *ctx, const gmx_cmd_t *cmd)
+{
+	(void)ctx;
+	const dcmd_t *d = (const dcmd_t *)cmd;
+	if (!d->cl || !d->cl->oversub || !GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind))
+		return 0;
+	gmxd_mem_slice_t s = {d->cl->task, d->nranges == 0, d->ranges, d->nranges};
+	uint64_t in = gmxd_mem_missing(SRV.mem, &s);
+	if (!in)
+		return 0;
+	/* What must leave first to make room crosses the link too. */
+	uint64_t res = gmxd_mem_resident(SRV.mem, GMX_MAX_TASKS);
+	uint64_t out = res + in > SRV.mem_cap ? res + in - SRV.mem_cap : 0;
+	return gmx_comb_link_ns(in + out, SRV.cfg->link_mb_s / 1000.0);
 }

@@ -14,6 +14,7 @@
 #include "memplan.h"
 
 #include "gmx_proto.h"
+#include "gpumux/combined.h"
 #include "gpumux/mplan.h"
 
 #include <errno.h>
@@ -44,6 +45,9 @@ typedef struct {
 
 struct gmxd_mem {
 	uint64_t cap, resident, task_limit, budget;
+	uint64_t piece; /* most bytes per order; 0: no limit */
+	int protect;	/* priorities in every plan (gmxd_mem_set_protect) */
+	int prio[GMX_MAX_TASKS];
 	task_mem_t t[GMX_MAX_TASKS];
 	rchunk_t *rl;
 	uint32_t n_rl, cap_rl;
@@ -87,6 +91,22 @@ uint64_t gmxd_mem_task_limit(const gmxd_mem_t *m)
 uint64_t gmxd_mem_budget(const gmxd_mem_t *m)
 {
 	return m->budget;
+}
+
+void gmxd_mem_set_protect(gmxd_mem_t *m, int on)
+{
+	m->protect = on;
+}
+
+void gmxd_mem_set_priority(gmxd_mem_t *m, uint32_t task, int prio)
+{
+	if (task < GMX_MAX_TASKS)
+		m->prio[task] = prio;
+}
+
+void gmxd_mem_set_piece(gmxd_mem_t *m, uint64_t bytes)
+{
+	m->piece = bytes && bytes < CHUNK ? CHUNK : bytes / CHUNK * CHUNK;
 }
 
 /* Makes room for one more element in *v (n used of *cap): doubles, from `first`. 0 or
@@ -350,6 +370,18 @@ int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s)
 	return walk_slice(m, s, &w) == WALK_DONE;
 }
 
+/* (a chunk two ranges reach counts twice: an upper bound) */
+uint64_t gmxd_mem_missing(const gmxd_mem_t *m, const gmxd_mem_slice_t *s)
+{
+	if (s->task >= GMX_MAX_TASKS)
+		return 0;
+	if (s->whole)
+		return m->t[s->task].bytes - m->t[s->task].resident;
+	walk_t w = {.left = m->budget};
+	walk_slice(m, s, &w);
+	return w.skipped_missing;
+}
+
 /* ---- one plan ---- */
 
 /* The plan's numbering of the chunks it looks at: an open-addressing table from
@@ -507,6 +539,7 @@ typedef struct {
 	uint32_t task;
 	int dir, open;
 	uint64_t ptr, len;
+	uint64_t piece; /* most bytes per order; 0: no limit */
 } merger_t;
 
 static void merge_flush(merger_t *g)
@@ -518,6 +551,8 @@ static void merge_flush(merger_t *g)
 
 static void merge_add(merger_t *g, uint32_t task, int dir, uint64_t ptr, uint64_t len)
 {
+	if (g->open && g->piece && g->len + len > g->piece)
+		merge_flush(g); /* a piece is full: the next chunk starts another order */
 	if (g->open && g->task == task && g->dir == dir && g->ptr + g->len == ptr) {
 		g->len += len;
 		return;
@@ -528,7 +563,23 @@ static void merge_add(merger_t *g, uint32_t task, int dir, uint64_t ptr, uint64_
 		return;
 	}
 	merge_flush(g);
-	*g = (merger_t){g->emit, g->ctx, task, dir, 1, ptr, len};
+	*g = (merger_t){g->emit, g->ctx, task, dir, 1, ptr, len, g->piece};
+}
+
+/* The victims (in, n: the timeline's eviction order) a plan for priority fp may take, into out:
+ * worse priorities first, then fp's own level, each in the timeline's order (a better priority's
+ * are never taken: gmx_comb_may_evict). Returns how many. */
+static uint32_t by_priority(const gmxd_mem_t *m, const units_t *u, const uint32_t *in, uint32_t n, int fp,
+			    uint32_t *out)
+{
+	uint32_t k = 0;
+	for (uint64_t level = 0; level <= 10; level++)
+		for (uint32_t i = 0; i < n; i++) {
+			int vp = m->prio[u->info[in[i]].task];
+			if (gmx_comb_may_evict(vp, fp) && gmx_comb_evict_key(vp, fp, 0) >> 32 == level)
+				out[k++] = in[i];
+		}
+	return k;
 }
 
 int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, uint32_t n_protected,
@@ -621,11 +672,19 @@ int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slice
 		want += chunk_len(a, u.info[load[i]].chunk);
 	}
 	uint64_t room = m->cap > m->resident ? m->cap - m->resident : 0;
-	merger_t g = {.emit = emit, .ctx = ctx};
-	for (uint32_t i = 0; complete && i + n_keep < n_res && room < want; i++) {
-		uint32_t v = evict[i];
-		if (gmx_mplan_rank(p, v) < n_protected)
+	merger_t g = {.emit = emit, .ctx = ctx, .piece = m->piece};
+	uint32_t n_vict = n_res - n_keep, *vict = evict;
+	if (m->protect && slice[0].task < GMX_MAX_TASKS) { /* res_list is free again: the new order */
+		n_vict = by_priority(m, &u, evict, n_vict, m->prio[slice[0].task], res_list);
+		vict = res_list;
+	}
+	for (uint32_t i = 0; complete && i < n_vict && room < want; i++) {
+		uint32_t v = vict[i];
+		if (gmx_mplan_rank(p, v) < n_protected) {
+			if (m->protect)
+				continue; /* a level further down may still have victims */
 			break; /* the order is by rank, furthest first: the rest is protected too */
+		}
 		task_mem_t *tm = &m->t[u.info[v].task];
 		malloc_rec_t *a = &tm->a[u.info[v].idx];
 		uint32_t c = u.info[v].chunk;

@@ -103,6 +103,25 @@ int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
 int gmxd_mem_plan(gmxd_mem_t *m, const gmxd_mem_slice_t *slice, uint32_t n_slices, uint32_t n_protected,
 		  gmxd_mem_emit_fn emit, void *ctx, gmxd_mem_stats_t *st);
 
+/* Priorities in every plan (the combined policy's memory side, docs/combined.md), on or off
+ * (the default): a plan for a task of priority P never evicts a chunk of a task of a better
+ * priority (gmx_comb_may_evict: the high-priority working set is never evicted for
+ * low-priority work), and evicts the worse priorities' chunks before P's own level
+ * (gmx_comb_evict_key), each level in the timeline's order. */
+void gmxd_mem_set_protect(gmxd_mem_t *m, int on);
+
+/* Records task's priority (0 highest .. 9), which protection reads. */
+void gmxd_mem_set_priority(gmxd_mem_t *m, uint32_t task, int prio);
+
+/* Cuts every order a plan emits into pieces of at most `bytes` (rounded down to whole
+ * GMX_MIG_CHUNK units, at least one; 0: no limit, the default), so that a migration holds
+ * the link for at most one piece at a time. */
+void gmxd_mem_set_piece(gmxd_mem_t *m, uint64_t bytes);
+
+/* Bytes of what slice s needs that are not resident (bounded by a plan's budget: a slice
+ * longer than that counts what was looked at). */
+uint64_t gmxd_mem_missing(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
+
 /* Checks the planner's books (allocations sorted and disjoint per task, byte and residency
  * sums, the device bound, the resident list); 0, or -EFAULT with what is wrong in err. For
  * tests and the fuzzer: it walks everything. */

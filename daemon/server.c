@@ -148,6 +148,7 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 	for (uint32_t i = 0; i < SRV.pend_max; i++)
 		SRV.pend[i].fd = -1;
 	gmxd_mem_set_task_limit(SRV.mem, task_limit(SRV.mem_cap));
+	gmxd__mem_policy_init();
 	gmx_sched_params_t params;
 	gmx_sched_params_default(&params);
 	params.slice_ns = cfg->slice_us * 1000LL;
@@ -165,6 +166,7 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 			    .submit = gmxd__dev_submit,
 			    .migrate = gmxd__dev_migrate,
 			    .set_timer = gmxd__dev_set_timer,
+			    .load_ns = gmxd__dev_load_ns,
 			    .lease = gmxd__dev_lease};
 	/* No registered policy calls dev.migrate today: the daemon's memory planner serves
 	 * oversubscribed clients at each grant (plan_memory). */

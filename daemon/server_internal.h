@@ -310,8 +310,17 @@ void gmxd__free_slot(client_t *c);
 /* Drains every client's up ring; returns the number of entries taken. */
 int gmxd__poll_rings(void);
 
-/* Makes command d's working set resident before its grant (oversubscribed clients). */
-void gmxd__plan_memory(client_t *c, dcmd_t *d);
+/* Makes command d's working set resident before its grant (oversubscribed clients). Returns 1
+ * when it ordered loads (the grant must follow them, and the evictions they wait for), else 0. */
+int gmxd__plan_memory(client_t *c, dcmd_t *d);
+
+/* Sets the memory planner up for the policy: with GMX_POLICY_MEM_PRIORITY, priorities in every
+ * plan and orders cut in pieces of piece_us at link_mb_s. */
+void gmxd__mem_policy_init(void);
+
+/* The device's load_ns: how long making cmd's predicted pages resident would take from now at
+ * link_mb_s (0 for clients not oversubscribed, or when they are resident). */
+int64_t gmxd__dev_load_ns(void *ctx, const gmx_cmd_t *cmd);
 
 /* ---- store.c ---- */
 

@@ -805,3 +805,22 @@ void si_engine_hang_locked(void)
 	for (;;)
 		pause();
 }
+
+void si_log_full(uint64_t want)
+{
+	if (g_log < 0)
+		return;
+	uint64_t free_b, total_b;
+	si_mem_info(&free_b, &total_b);
+	long long t = (long long)si_now_ns();
+	char buf[256];
+	int n = snprintf(buf, sizeof buf,
+			 "start_ns=%lld end_ns=%lld pid=%d stream=-1 kind=memfull name=- dur_ns=0 want=%llu free=%llu "
+			 "total=%llu\n",
+			 t, t, (int)getpid(), (unsigned long long)want, (unsigned long long)free_b,
+			 (unsigned long long)total_b);
+	if (n > 0) {
+		ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+		(void)w;
+	}
+}

@@ -77,6 +77,9 @@ void si_wait_event(int e);
 int si_mem_reserve(uint64_t bytes);
 void si_mem_release(uint64_t bytes);
 void si_mem_info(uint64_t *free_b, uint64_t *total_b);
+/* Logs (GPUMUX_STANDIN_LOG) that a managed chunk of `want` bytes found the device full: the
+ * driver had to evict on its own or leave the chunk on the host. */
+void si_log_full(uint64_t want);
 
 /* Test hook: takes the engine lock and never returns (the test kills the process). */
 void si_engine_hang_locked(void);

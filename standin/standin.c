@@ -166,7 +166,10 @@ uint64_t si__make_resident(alloc_t *a, size_t c0, size_t c1)
 		if (a->resident[i])
 			continue;
 		uint64_t b = si__chunk_bytes(a, i);
+		int full = 0;
 		while (si_mem_reserve(b) != 0) {
+			if (!full++)
+				si_log_full(b);
 			alloc_t *victim = NULL;
 			size_t vc = 0;
 			for (int k = 0; k < S.nallocs && !victim; k++) {

@@ -152,6 +152,9 @@ typedef struct gmx_policy gmx_policy_t;
 #define GMX_POLICY_UM_PRIORITY                                                                               \
 	8u /* under unified memory, device memory favours the better priority: pages of                      \
 	    * the worst priority level resident are evicted first (TGS) */
+#define GMX_POLICY_MEM_PRIORITY                                                                              \
+	16u /* a device that plans memory keeps priorities in it (docs/combined.md): a better priority's \
+	     * working set is never evicted for a worse one, and migrations go in pieces */
 
 typedef struct gmx_policy_ops {
 	const char *name;

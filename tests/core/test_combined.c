@@ -269,6 +269,40 @@ static void gap_predictor_seeded_from_arrivals(void **state)
 	assert_true(first_gap_admits(arr, 2, 500000));	 /* 0.5 ms fits */
 }
 
+/* Without preemption, an LP task whose kernel is still running is not idle: its turn holds
+ * while the kernel runs past the grace (1 ms) and for the grace after it completes, so a host
+ * that launches again at once keeps its turn instead of handing it (and a migration) over. */
+static void without_preemption_a_running_lp_kernel_keeps_its_turn(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = 100000000; /* turns of 100 ms: only idleness can end one here */
+	p.inflight_max = 1;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0); /* HP, idle */
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	assert_int_equal(ops->task_add(s, 2, 5), 0);
+	gmx_cmd_t a1 = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL};
+	gmx_cmd_t b1 = {.seq = 2, .task = 2, .kind = GMX_OP_KERNEL};
+	ops->on_launch(s, &a1);
+	ops->on_launch(s, &b1);
+	assert_int_equal(f.submitted[1], 1); /* task 1's turn */
+	f.now = 3000000;		     /* its kernel ran 3 ms */
+	ops->on_timer(s);
+	ops->on_complete(s, &a1);
+	f.now += 200000; /* its host launches again 0.2 ms later */
+	gmx_cmd_t a2 = {.seq = 3, .task = 1, .kind = GMX_OP_KERNEL};
+	ops->on_launch(s, &a2);
+	assert_int_equal(f.submitted[1], 2);
+	assert_int_equal(f.submitted[2], 0);
+	ops->destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -281,6 +315,7 @@ int main(void)
 	    cmocka_unit_test(lp_turn_ends_at_a_kernel_boundary),
 	    cmocka_unit_test(gap_prior_from_arrivals),
 	    cmocka_unit_test(gap_predictor_seeded_from_arrivals),
+	    cmocka_unit_test(without_preemption_a_running_lp_kernel_keeps_its_turn),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,104 @@ static void test_protected_slices(void **state)
 	gmxd_mem_destroy(m);
 }
 
+/* Priorities in the plan (the combined policy): an idle HP task's chunks, which no coming slice
+ * needs, are never evicted for LP work (without protection they go first); LP chunks go before
+ * the requester's own level; an HP plan evicts LP chunks, even ones the next LP slice needs. */
+static void test_priority_protection(void **state)
+{
+	(void)state;
+	const uint64_t a0 = 0x100000000ull, a1 = 0x200000000ull, a2 = 0x300000000ull;
+	for (int protect = 0; protect <= 1; protect++) {
+		gmxd_mem_t *m;
+		assert_int_equal(gmxd_mem_create(6 * CH, &m), 0);
+		gmxd_mem_set_protect(m, protect);
+		gmxd_mem_set_priority(m, 0, 0); /* HP */
+		gmxd_mem_set_priority(m, 1, 7);
+		gmxd_mem_set_priority(m, 2, 7);
+		assert_int_equal(gmxd_mem_alloc(m, 0, a0, 2 * CH), 0);
+		assert_int_equal(gmxd_mem_alloc(m, 1, a1, 4 * CH), 0);
+		assert_int_equal(gmxd_mem_alloc(m, 2, a2, 4 * CH), 0);
+		gmxd_mem_stats_t st;
+		gmxd_mem_slice_t s0 = whole(0), s1 = whole(1);
+		assert_int_equal(gmxd_mem_plan(m, &s0, 1, 1, rec, NULL, &st), 0);
+		assert_int_equal(gmxd_mem_plan(m, &s1, 1, 1, rec, NULL, &st), 0);
+		assert_int_equal(gmxd_mem_resident(m, GMX_MAX_TASKS), 6 * CH);
+		/* Task 2 (LP) next, then task 1 (LP); HP idle, in no slice. */
+		gmxd_mem_slice_t tl[2] = {whole(2), whole(1)};
+		g_n = 0;
+		assert_int_equal(gmxd_mem_plan(m, tl, 2, 1, rec, NULL, &st), 0);
+		assert_int_equal(st.evict_bytes, 4 * CH);
+		assert_int_equal(gmxd_mem_resident(m, 0), protect ? 2 * CH : 0);
+		assert_int_equal(gmxd_mem_resident(m, 1), protect ? 0 : 2 * CH);
+		for (int i = 0; i < g_n; i++)
+			if (!g_o[i].to_device)
+				assert_int_equal(g_o[i].task, protect ? 1 : (g_o[i].ptr < a1 ? 0 : 1));
+		char err[256];
+		assert_int_equal(gmxd_mem_check(m, err, sizeof err), 0);
+		gmxd_mem_destroy(m);
+	}
+	/* An HP plan: LP chunks go before HP's own, though the next slice (LP) needs them and
+	 * HP's other allocation is needed by nobody. */
+	gmxd_mem_t *m;
+	assert_int_equal(gmxd_mem_create(4 * CH, &m), 0);
+	gmxd_mem_set_protect(m, 1);
+	gmxd_mem_set_priority(m, 0, 0);
+	gmxd_mem_set_priority(m, 1, 7);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 2 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0 + 16 * CH, 2 * CH), 0);
+	assert_int_equal(gmxd_mem_alloc(m, 1, a1, 2 * CH), 0);
+	gmx_tpl_range_t first = {a0, 2 * CH}, second = {a0 + 16 * CH, 2 * CH};
+	gmxd_mem_slice_t h1 = ranges(0, &first, 1), l = whole(1);
+	gmxd_mem_stats_t st;
+	assert_int_equal(gmxd_mem_plan(m, &h1, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_plan(m, &l, 1, 1, rec, NULL, &st), 0);
+	gmxd_mem_slice_t tl[2] = {ranges(0, &second, 1), whole(1)};
+	assert_int_equal(gmxd_mem_plan(m, tl, 2, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_resident(m, 1), 0);
+	assert_int_equal(gmxd_mem_resident(m, 0), 4 * CH);
+	gmxd_mem_destroy(m);
+}
+
+/* Orders are cut into pieces of whole chunks (a piece below one chunk is one chunk); what a
+ * slice misses is counted without planning. */
+static void test_pieces_and_missing(void **state)
+{
+	(void)state;
+	gmxd_mem_t *m;
+	const uint64_t a0 = 0x100000000ull;
+	assert_int_equal(gmxd_mem_create(16 * CH, &m), 0);
+	gmxd_mem_set_piece(m, 2 * CH + 1000);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 5 * CH), 0);
+	gmxd_mem_slice_t s = whole(0);
+	gmx_tpl_range_t r = {a0 + CH, 2 * CH};
+	gmxd_mem_slice_t part = ranges(0, &r, 1);
+	assert_int_equal(gmxd_mem_missing(m, &s), 5 * CH);
+	assert_int_equal(gmxd_mem_missing(m, &part), 2 * CH);
+	gmxd_mem_stats_t st;
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &part, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(gmxd_mem_missing(m, &s), 3 * CH);
+	assert_int_equal(gmxd_mem_missing(m, &part), 0);
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(g_n, 2); /* chunks 0 and 3-4: apart, the second within one piece */
+	gmxd_mem_drop(m, 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 5 * CH), 0);
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(g_n, 3); /* 2 + 2 + 1 chunks */
+	assert_int_equal(g_o[0].len, 2 * CH);
+	assert_int_equal(g_o[1].ptr, a0 + 2 * CH);
+	assert_int_equal(g_o[2].len, CH);
+	gmxd_mem_set_piece(m, 1);
+	gmxd_mem_drop(m, 0);
+	assert_int_equal(gmxd_mem_alloc(m, 0, a0, 3 * CH), 0);
+	g_n = 0;
+	assert_int_equal(gmxd_mem_plan(m, &s, 1, 1, rec, NULL, &st), 0);
+	assert_int_equal(g_n, 3);
+	gmxd_mem_destroy(m);
+}
+
 /* A slice larger than the device loads what fits, never evicting its own chunks, and
  * reports the rest as demand-paged. */
 static void test_slice_larger_than_device(void **state)
@@ -460,6 +558,8 @@ int main(void)
 	    cmocka_unit_test(test_evicts_unneeded_then_furthest),
 	    cmocka_unit_test(test_slice_larger_than_device),
 	    cmocka_unit_test(test_protected_slices),
+	    cmocka_unit_test(test_priority_protection),
+	    cmocka_unit_test(test_pieces_and_missing),
 	    cmocka_unit_test(test_task_limit),
 	    cmocka_unit_test(test_small_allocations_share_chunks),
 	    cmocka_unit_test(test_plan_cost_bounded),

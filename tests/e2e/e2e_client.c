@@ -36,6 +36,9 @@
  * from the first launch to the end of the final synchronisation.
  * --for-ms MS stops launching once MS ms have passed since the first launch (checked every 8
  * launches; --count stays the upper bound), so a rate run lasts as long whatever the rate.
+ * --until FILE stops launching once FILE exists (checked every 8 launches). --verify 1 fills the
+ * --alloc-mb buffer with a pattern (cuMemcpyHtoD) before the kernels and reads it back after them
+ * (cuMemcpyDtoH): "verified M MB after N kernels", or exit 1 naming the first byte that differs.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -373,9 +376,9 @@ static void cuda_setup(const char *module, int nk, char names[][32], CUfunction 
 int main(int argc, char **argv)
 {
 	const char *out = NULL, *kernels = "k:100", *how = NULL, *start_when = NULL, *end_when = NULL,
-		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL;
+		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL, *until_file = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
-	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0;
+	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0, verify = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -417,6 +420,10 @@ int main(int argc, char **argv)
 			quiet = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--for-ms"))
 			for_ms = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--verify"))
+			verify = atol(argv[i + 1]);
+		else if (!strcmp(argv[i], "--until"))
+			until_file = argv[i + 1];
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -466,6 +473,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "e2e_client: --touch-mb x --windows exceeds --alloc-mb\n");
 		return 2;
 	}
+	uint32_t *pattern = NULL;
+	if (verify && buf) { /* a pattern written now, read back after the kernels */
+		pattern = malloc((size_t)alloc_mb << 20);
+		if (!pattern)
+			return 1;
+		uint32_t seed = (uint32_t)getpid();
+		for (size_t w = 0; w < ((size_t)alloc_mb << 18); w++)
+			pattern[w] = (uint32_t)(w * 2654435761u) ^ seed;
+		CU(cuMemcpyHtoD(buf, pattern, (size_t)alloc_mb << 20));
+	}
 	CUdeviceptr *small = allocs > 0 ? calloc((size_t)allocs, sizeof *small) : NULL;
 	for (long i = 0; small && i < allocs; i++)
 		CU(cuMemAlloc(&small[i], 64u << 10));
@@ -503,6 +520,8 @@ int main(int argc, char **argv)
 				CU(cuMemAlloc(&buf, 1u << 20));
 			touch_mb = 0;
 			allocs = 0;
+			free(pattern);
+			pattern = NULL;
 			pause_at = -1;
 		}
 	}
@@ -513,6 +532,8 @@ int main(int argc, char **argv)
 	long long *batch = capbatch ? malloc(capbatch * sizeof *batch) : NULL, t_batch = t_first;
 	for (long i = 0; i < count; i++, launched++) {
 		if (for_ms > 0 && (i & 7) == 0 && now_ns() - t_first >= for_ms * 1000000LL)
+			break;
+		if (until_file && (i & 7) == 0 && access(until_file, F_OK) == 0)
 			break;
 		if (i == pause_at) {
 			CU(cuStreamSynchronize(st));
@@ -548,6 +569,21 @@ int main(int argc, char **argv)
 	}
 	CU(cuStreamSynchronize(st));
 	long long t_last = now_ns();
+	if (pattern) {
+		uint32_t *back = malloc((size_t)alloc_mb << 20);
+		if (!back)
+			return 1;
+		CU(cuMemcpyDtoH(back, buf, (size_t)alloc_mb << 20));
+		for (size_t w = 0; w < ((size_t)alloc_mb << 18); w++)
+			if (back[w] != pattern[w]) {
+				fprintf(log, "corrupt at byte %zu: %#x, expected %#x\n", w * 4, back[w], pattern[w]);
+				fprintf(stderr, "e2e_client: the buffer read back differs at byte %zu\n", w * 4);
+				return 1;
+			}
+		fprintf(log, "verified %ld MB after %ld kernels\n", alloc_mb, launched);
+		free(back);
+		free(pattern);
+	}
 	for (long i = 0; small && i < allocs; i++)
 		CU(cuMemFree(small[i]));
 	if (allocs > 0)
