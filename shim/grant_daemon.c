@@ -39,9 +39,11 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd);
 static void grant_completed(void *self, uint64_t seq);
 static void grant_host_wait(void *self);
 static void grant_prepare(void *self);
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd);
 
 static const gmx_grant_ops_t g_daemon = {
-    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare};
+    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare,
+    grant_lease_release};
 
 int gmx_dl_active(void)
 {
@@ -255,6 +257,34 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 	return ok;
+}
+
+/* The leased fast path (gmx_grant_ops_t.lease_release): the same decision as may_release for a
+ * command never announced, without announcing it when the lease does not cover it (the queue
+ * then asks through may_release). */
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd)
+{
+	(void)self;
+	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
+		return GMX_GRANT_LEASED; /* pass-through while no daemon */
+	int r = GMX_GRANT_QUEUE;
+	pthread_mutex_lock(&gmx_dl.lock);
+	if (!gmx_dl.connected) {
+		r = GMX_GRANT_LEASED;
+	} else {
+		drain_inline(); /* a revoke already in the ring counts before this release */
+		if (gmx_dl.lease.inflight) {
+			int64_t now = gmx_dl_now_ns();
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
+						      gmx_dl.granted);
+			if (d == GMX_LEASE_RELEASE)
+				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_HELD;
+			else if (d == GMX_LEASE_HOLD)
+				r = GMX_GRANT_HELD;
+		}
+	}
+	pthread_mutex_unlock(&gmx_dl.lock);
+	return r;
 }
 
 static void grant_completed(void *self, uint64_t seq)

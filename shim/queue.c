@@ -16,9 +16,14 @@
  *    the context's blocking streams, and a blocking stream's command only after every earlier
  *    legacy-stream command.
  *
- * Completion is tracked with one driver event recorded after each released launch, copy or
- * memset; the number of those not yet complete is bounded (GPUMUX_SHIM_INFLIGHT) so that a
- * held process stops within a few kernels.
+ * Completion of each released launch, copy or memset is tracked without a driver call per
+ * command where the stream allows it: a command released onto an application stream with
+ * nothing of that stream in flight gets no event; the stream's query says when it and
+ * everything before it completed. Only when a later command follows it while it is in flight is
+ * an event recorded (before the later one: it marks exactly the earlier commands), so a
+ * pipeline learns of each completion as it happens. The legacy stream (whose handle means the
+ * current context's) gets an event after each command. The number of commands not yet
+ * complete is bounded (GPUMUX_SHIM_INFLIGHT) so that a held process stops within a few kernels.
  *
  * Locking: one mutex (g.lock) guards every queue, the event table and the kernel identity
  * cache (cmd.c, which also holds a command's parameter copy and its hand-over to the driver).
@@ -58,7 +63,8 @@ struct gmx_sq {
 	int ptds;
 	pthread_t owner; /* per-thread default stream: the owning thread */
 	gmx_cmd *head, *tail;
-	CUevent *ring;	    /* in-flight completion events, oldest first */
+	CUevent *ring;	    /* in-flight commands, oldest first: the completion event recorded after
+			     * each, or NULL while none is (the stream's newest; see mark_tail) */
 	uint64_t *ring_seq; /* the seq of each ring entry, for the policy's completed() */
 	int rhead, rlen;
 	CUevent *pool; /* spare completion events of this context */
@@ -85,6 +91,8 @@ static struct {
 	int captures;
 	evinfo_t *ev[EV_BUCKETS];
 	gmx_cmd *free_cmds;
+	/* counts for the shim log at exit (report) */
+	unsigned long released_caller, released_dispatcher, released_leased, events_recorded;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER,
        .cv_work = PTHREAD_COND_INITIALIZER,
        .cv_done = PTHREAD_COND_INITIALIZER};
@@ -335,6 +343,101 @@ static void cmd_free(gmx_cmd *c)
 	g.free_cmds = c;
 }
 
+/* Nonzero when q's in-flight commands are tracked lazily (mark_tail): an application stream or
+ * the shim's per-thread one, whose handle names the same stream whatever the current context. */
+static int lazy_tracked(const gmx_sq *q)
+{
+	return q->kind != SQ_LEGACY;
+}
+
+/* A completion event of q's context: a spare one, or a new one (NULL if the driver refuses). */
+static CUevent event_get(gmx_sq *q)
+{
+	if (q->npool > 0)
+		return q->pool[--q->npool];
+	CUevent e = NULL;
+	__typeof__(&cuEventCreate) mk = GMX_REAL(cuEventCreate);
+	if (!mk || mk(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		return NULL;
+	return e;
+}
+
+/* Keeps e for reuse (or destroys it when the pool cannot grow). */
+static void event_put(gmx_sq *q, CUevent e)
+{
+	if (q->npool == q->cappool) {
+		int cap = q->cappool ? q->cappool * 2 : 8;
+		CUevent *np = realloc(q->pool, (size_t)cap * sizeof *np);
+		if (np) {
+			q->pool = np;
+			q->cappool = cap;
+		}
+	}
+	if (q->npool < q->cappool) {
+		q->pool[q->npool++] = e;
+	} else {
+		__typeof__(&cuEventDestroy_v2) destroy = GMX_REAL(cuEventDestroy_v2);
+		if (destroy)
+			destroy(e);
+	}
+}
+
+static void retire_oldest(gmx_sq *q, CUresult r);
+
+/* Before a command is released onto q: if q's newest in-flight command has no completion event,
+ * records one now, so that it marks exactly the commands before the one about to go. Lock held. */
+static void mark_tail(gmx_sq *q)
+{
+	if (q->rlen == 0)
+		return;
+	int tail = (q->rhead + q->rlen - 1) % g.inflight_max;
+	if (q->ring[tail])
+		return;
+	/* Completed already (short kernels, or a stream the application synchronised): retired
+	 * with everything before it, and nothing needs marking. */
+	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+	CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+	if (sr != CUDA_ERROR_NOT_READY) {
+		while (q->rlen > 0)
+			retire_oldest(q, sr);
+		return;
+	}
+	CUevent e = event_get(q);
+	__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
+	if (!e)
+		return;
+	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
+		q->ring[tail] = e;
+		g.events_recorded++;
+	} else {
+		event_put(q, e);
+	}
+}
+
+/* Books command seq, just released onto q, as in flight: lazily (no event) on an application
+ * stream, else with an event recorded after it. 1 if tracked, 0 if it could not be. Lock held. */
+static int track(gmx_sq *q, uint64_t seq)
+{
+	CUevent e = NULL;
+	if (!lazy_tracked(q)) {
+		__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
+		e = event_get(q);
+		if (!e)
+			return 0;
+		if (!rec || rec(e, q->real) != CUDA_SUCCESS) {
+			event_put(q, e);
+			return 0;
+		}
+		g.events_recorded++;
+	}
+	int at = (q->rhead + q->rlen) % g.inflight_max;
+	q->ring[at] = e;
+	q->ring_seq[at] = seq;
+	q->rlen++;
+	g.inflight++;
+	return 1;
+}
+
 /* Releases the head of q (which can_release approved). Lock held. */
 static void release_head(gmx_sq *q)
 {
@@ -344,6 +447,9 @@ static void release_head(gmx_sq *q)
 		if (set && set(q->ctx) == CUDA_SUCCESS)
 			tl_disp_ctx = q->ctx;
 	}
+	int tracks = counted(c->info.kind) && !g.untracked;
+	if (tracks)
+		mark_tail(q);
 	CUresult r = gmx_shim__cmd_call_driver(c, q->real);
 	q->head = c->next;
 	if (!q->head)
@@ -353,25 +459,11 @@ static void release_head(gmx_sq *q)
 		q->deferred = r;
 	if (c->evi)
 		c->evi->pending--;
-	int tracked = 0;
-	if (r == CUDA_SUCCESS && counted(c->info.kind) && !g.untracked) {
-		CUevent done = NULL;
-		if (q->npool > 0) {
-			done = q->pool[--q->npool];
-		} else {
-			__typeof__(&cuEventCreate) mk = GMX_REAL(cuEventCreate);
-			if (mk && mk(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-				done = NULL;
-		}
-		__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
-		if (done && rec && rec(done, q->real) == CUDA_SUCCESS) {
-			q->ring[(q->rhead + q->rlen) % g.inflight_max] = done;
-			q->ring_seq[(q->rhead + q->rlen) % g.inflight_max] = c->info.seq;
-			q->rlen++;
-			g.inflight++;
-			tracked = 1;
-		}
-	}
+	int tracked = r == CUDA_SUCCESS && tracks && track(q, c->info.seq);
+	if (tl_dispatcher)
+		g.released_dispatcher++;
+	else
+		g.released_caller++;
 	if (gmx_shim_policy->released)
 		gmx_shim_policy->released(gmx_shim_policy->self, &c->info);
 	/* What no completion event tracks (event records, stream waits, a release the driver
@@ -383,35 +475,41 @@ static void release_head(gmx_sq *q)
 	cmd_free(c);
 }
 
-/* Retires completed in-flight commands. Lock held. */
+/* Retires q's oldest in-flight command (r: its completion status). Lock held. */
+static void retire_oldest(gmx_sq *q, CUresult r)
+{
+	CUevent e = q->ring[q->rhead];
+	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
+		q->deferred = r;
+	if (gmx_shim_policy->completed)
+		gmx_shim_policy->completed(gmx_shim_policy->self, q->ring_seq[q->rhead]);
+	q->rhead = (q->rhead + 1) % g.inflight_max;
+	q->rlen--;
+	g.inflight--;
+	if (e)
+		event_put(q, e);
+}
+
+/* Retires completed in-flight commands: oldest first, each by its event, and a command without
+ * one (with all after it) once its stream is idle. Lock held. */
 static void reap(void)
 {
 	if (g.inflight == 0)
 		return;
 	__typeof__(&cuEventQuery) query = GMX_REAL(cuEventQuery);
+	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
 	for (gmx_sq *q = g.queues; q; q = q->next) {
 		while (q->rlen > 0) {
 			CUevent e = q->ring[q->rhead];
-			CUresult r = query ? query(e) : CUDA_SUCCESS;
+			CUresult r = e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
 			if (r == CUDA_ERROR_NOT_READY)
 				break;
-			if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
-				q->deferred = r;
-			if (gmx_shim_policy->completed)
-				gmx_shim_policy->completed(gmx_shim_policy->self, q->ring_seq[q->rhead]);
-			q->rhead = (q->rhead + 1) % g.inflight_max;
-			q->rlen--;
-			g.inflight--;
-			if (q->npool == q->cappool) {
-				int cap = q->cappool ? q->cappool * 2 : 8;
-				CUevent *np = realloc(q->pool, (size_t)cap * sizeof *np);
-				if (np) {
-					q->pool = np;
-					q->cappool = cap;
-				}
+			if (e) {
+				retire_oldest(q, r);
+				continue;
 			}
-			if (q->npool < q->cappool)
-				q->pool[q->npool++] = e;
+			while (q->rlen > 0) /* the stream is idle: everything released onto it completed */
+				retire_oldest(q, r);
 		}
 	}
 }
@@ -458,14 +556,18 @@ static void *dispatcher_main(void *arg)
 	(void)arg;
 	tl_dispatcher = 1;
 	pthread_mutex_lock(&g.lock);
+	int linger = 0; /* polls made with nothing to do */
 	for (;;) {
 		pump();
-		if (g.queued == 0 && g.inflight == 0) {
+		if (g.queued == 0 && g.inflight == 0 && linger >= GMX_DISPATCH_LINGER_POLLS) {
 			g.disp_idle = 1;
 			pthread_cond_wait(&g.cv_work, &g.lock);
 			g.disp_idle = 0;
-		} else
+			linger = 0;
+		} else {
+			linger = g.queued == 0 && g.inflight == 0 ? linger + 1 : 0;
 			timed_wait(&g.cv_work);
+		}
 	}
 	return NULL;
 }
@@ -495,12 +597,17 @@ static void ensure_dispatcher(void)
 static int wait_oldest(gmx_sq *q)
 {
 	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
-	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es)
+	__typeof__(&cuStreamSynchronize) ss = GMX_REAL(cuStreamSynchronize);
+	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es || !ss)
 		return 0;
 	CUevent e = q->ring[q->rhead];
+	CUstream s = q->real;
 	q->syncers++;
 	pthread_mutex_unlock(&g.lock);
-	es(e);
+	if (e)
+		es(e);
+	else /* no event: the stream's newest in flight (mark_tail), so the stream itself */
+		ss(s);
 	pthread_mutex_lock(&g.lock);
 	q->syncers--;
 	return 1;
@@ -591,6 +698,57 @@ static int host_deferrable(const void *p)
 	return pga && pga(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
+/* A launch on stream s (queue q) released under the policy's lease straight from the caller's
+ * arguments: nothing of the process is queued, so no ordering rule can hold it, and nothing is
+ * copied. Completions the lease's bound waits for are reaped here first. The driver's result,
+ * or GMX_SHIM_DIRECT when it must be queued (not a launch, another context, the in-flight bound,
+ * no lease or its bound). Lock held. */
+static CUresult leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
+{
+	if (req->kind != GMX_CMD_LAUNCH && req->kind != GMX_CMD_LAUNCH_COOP && req->kind != GMX_CMD_LAUNCH_EX)
+		return GMX_SHIM_DIRECT;
+	if (g.inflight >= g.inflight_max)
+		reap();
+	if (g.inflight >= g.inflight_max || q->ctx != current_ctx())
+		return GMX_SHIM_DIRECT;
+	if (gmx_shim_log_fd >= 0 && req->extra)
+		return GMX_SHIM_DIRECT; /* its log line shows the copy of the extra buffer */
+	CUresult err = CUDA_SUCCESS;
+	fninfo_t *fi = gmx_shim__fn_lookup(req->f, &err);
+	if (!fi)
+		return err; /* a handle the driver rejects, reported as the queue would */
+	gmx_shim_cmd_t info = {.kind = req->kind, .seq = g.seq + 1, .stream = (uintptr_t)s, .name = fi->name};
+	if (req->kind == GMX_CMD_LAUNCH_EX) {
+		const CUlaunchConfig *cf = req->cfg;
+		info.grid[0] = cf->gridDimX, info.grid[1] = cf->gridDimY, info.grid[2] = cf->gridDimZ;
+		info.block[0] = cf->blockDimX, info.block[1] = cf->blockDimY, info.block[2] = cf->blockDimZ;
+		info.shared_mem = cf->sharedMemBytes;
+	} else {
+		memcpy(info.grid, req->grid, sizeof info.grid);
+		memcpy(info.block, req->block, sizeof info.block);
+		info.shared_mem = req->shmem;
+	}
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	int d = p->lease_release(p->self, &info);
+	if (d == GMX_GRANT_HELD && g.inflight > 0) { /* a completion not yet seen may free the bound */
+		reap();
+		d = p->lease_release(p->self, &info);
+	}
+	if (d != GMX_GRANT_LEASED)
+		return GMX_SHIM_DIRECT;
+	g.seq++;
+	mark_tail(q);
+	CUresult r = gmx_shim__req_call_driver(req, q->real);
+	int tracked = r == CUDA_SUCCESS && track(q, info.seq);
+	g.released_leased++;
+	gmx_shim__req_log(&info, fi, req->params, r);
+	if (p->released)
+		p->released(p->self, &info);
+	if (!tracked && p->completed)
+		p->completed(p->self, info.seq);
+	return r;
+}
+
 CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 {
 	ensure_init();
@@ -622,6 +780,16 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		if (r != GMX_SHIM_DIRECT) {
 			g.seq++;
 			pthread_mutex_unlock(&g.lock);
+			return r;
+		}
+	}
+	if (gmx_shim_policy->lease_release && g.queued == 0) {
+		CUresult r = leased_straight(req, s, q);
+		if (r != GMX_SHIM_DIRECT) {
+			int idle = g.disp_idle && g.inflight > 0;
+			pthread_mutex_unlock(&g.lock);
+			if (idle) /* it polls completions for the policy; woken after the unlock */
+				pthread_cond_signal(&g.cv_work);
 			return r;
 		}
 	}
@@ -706,7 +874,12 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	if (q->head == c && q->ctx == current_ctx()) {
 		if (counted(c->info.kind) && g.inflight >= g.inflight_max)
 			reap();
-		if (can_release(c)) {
+		int ok = can_release(c);
+		if (!ok && g.inflight > 0) { /* the policy's bound may wait for a completion not yet seen */
+			reap();
+			ok = can_release(c);
+		}
+		if (ok) {
 			release_head(q);
 			pthread_cond_broadcast(&g.cv_done);
 		}
@@ -960,4 +1133,16 @@ int gmx_shim_straight(CUstream s, int ptsz)
 	/* g.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
 	return __atomic_load_n(&g.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
 	       __atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* The queue's counts, in the shim log when the process ends (tests read them: which thread
+ * released, how many completion events were recorded in the driver). */
+__attribute__((destructor)) static void report(void)
+{
+	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&g.lock);
+	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu",
+		     g.released_caller, g.released_dispatcher, g.released_leased, g.events_recorded);
+	pthread_mutex_unlock(&g.lock);
 }
