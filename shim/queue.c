@@ -74,6 +74,7 @@ struct gmx_sq {
 };
 
 #define EV_BUCKETS 1024
+#define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
 
 static struct {
 	pthread_mutex_t lock;
@@ -384,30 +385,36 @@ static void event_put(gmx_sq *q, CUevent e)
 
 static void retire_oldest(gmx_sq *q, CUresult r);
 
-/* Before a command is released onto q: if q's newest in-flight command has no completion event,
- * records one now, so that it marks exactly the commands before the one about to go. Lock held. */
-static void mark_tail(gmx_sq *q)
+/* Nonzero when q's newest in-flight command has no completion event yet. */
+static int tail_unmarked(const gmx_sq *q)
 {
-	if (q->rlen == 0)
+	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % g.inflight_max];
+}
+
+/* Before a command is released onto q: if q's newest in-flight command has no completion event,
+ * records one now, so that it marks exactly the commands before the one about to go; unless the
+ * stream's query (skipped when the caller just saw it busy) finds them all complete already
+ * (short kernels, or a stream the application synchronised): they are retired instead. Lock
+ * held. */
+static void mark_tail(gmx_sq *q, int known_busy)
+{
+	if (!tail_unmarked(q))
 		return;
-	int tail = (q->rhead + q->rlen - 1) % g.inflight_max;
-	if (q->ring[tail])
-		return;
-	/* Completed already (short kernels, or a stream the application synchronised): retired
-	 * with everything before it, and nothing needs marking. */
-	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
-	CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
-	if (sr != CUDA_ERROR_NOT_READY) {
-		while (q->rlen > 0)
-			retire_oldest(q, sr);
-		return;
+	if (!known_busy) {
+		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+		if (sr != CUDA_ERROR_NOT_READY) {
+			while (q->rlen > 0)
+				retire_oldest(q, sr);
+			return;
+		}
 	}
 	CUevent e = event_get(q);
 	__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
 	if (!e)
 		return;
 	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
-		q->ring[tail] = e;
+		q->ring[(q->rhead + q->rlen - 1) % g.inflight_max] = e;
 		g.events_recorded++;
 	} else {
 		event_put(q, e);
@@ -449,7 +456,7 @@ static void release_head(gmx_sq *q)
 	}
 	int tracks = counted(c->info.kind) && !g.untracked;
 	if (tracks)
-		mark_tail(q);
+		mark_tail(q, 0);
 	CUresult r = gmx_shim__cmd_call_driver(c, q->real);
 	q->head = c->next;
 	if (!q->head)
@@ -475,19 +482,28 @@ static void release_head(gmx_sq *q)
 	cmd_free(c);
 }
 
-/* Retires q's oldest in-flight command (r: its completion status). Lock held. */
-static void retire_oldest(gmx_sq *q, CUresult r)
+/* Retires q's oldest in-flight command (r: its completion status) without telling the policy;
+ * its seq. Lock held. */
+static uint64_t retire_quiet(gmx_sq *q, CUresult r)
 {
 	CUevent e = q->ring[q->rhead];
+	uint64_t seq = q->ring_seq[q->rhead];
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
-	if (gmx_shim_policy->completed)
-		gmx_shim_policy->completed(gmx_shim_policy->self, q->ring_seq[q->rhead]);
 	q->rhead = (q->rhead + 1) % g.inflight_max;
 	q->rlen--;
 	g.inflight--;
 	if (e)
 		event_put(q, e);
+	return seq;
+}
+
+/* Retires q's oldest in-flight command (r: its completion status). Lock held. */
+static void retire_oldest(gmx_sq *q, CUresult r)
+{
+	uint64_t seq = retire_quiet(q, r);
+	if (gmx_shim_policy->completed)
+		gmx_shim_policy->completed(gmx_shim_policy->self, seq);
 }
 
 /* Retires completed in-flight commands: oldest first, each by its event, and a command without
@@ -728,16 +744,32 @@ static CUresult leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q
 		memcpy(info.block, req->block, sizeof info.block);
 		info.shared_mem = req->shmem;
 	}
+	/* The stream's newest in flight has no event: one query says whether all of it completed;
+	 * those completions reach the policy with this decision (one call, one lock). */
+	uint64_t done[GMX_DONE_BATCH];
+	unsigned nd = 0;
+	int busy = 0;
+	if (tail_unmarked(q)) {
+		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+		busy = sr == CUDA_ERROR_NOT_READY;
+		while (!busy && q->rlen > 0) {
+			if (nd < GMX_DONE_BATCH)
+				done[nd++] = retire_quiet(q, sr);
+			else
+				retire_oldest(q, sr);
+		}
+	}
 	const gmx_grant_ops_t *p = gmx_shim_policy;
-	int d = p->lease_release(p->self, &info);
+	int d = p->lease_release(p->self, &info, done, nd);
 	if (d == GMX_GRANT_HELD && g.inflight > 0) { /* a completion not yet seen may free the bound */
 		reap();
-		d = p->lease_release(p->self, &info);
+		d = p->lease_release(p->self, &info, NULL, 0);
 	}
 	if (d != GMX_GRANT_LEASED)
 		return GMX_SHIM_DIRECT;
 	g.seq++;
-	mark_tail(q);
+	mark_tail(q, busy);
 	CUresult r = gmx_shim__req_call_driver(req, q->real);
 	int tracked = r == CUDA_SUCCESS && track(q, info.seq);
 	g.released_leased++;
