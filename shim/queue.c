@@ -71,6 +71,7 @@ struct gmx_sq {
 	int npool, cappool;
 	CUresult deferred; /* first error of a release, reported at the next synchronisation */
 	int syncers;	   /* threads waiting in the driver on one of its ring's events (no lock) */
+	int busy;	   /* the last look found its released work still running (leased_straight) */
 };
 
 #define EV_BUCKETS 1024
@@ -403,6 +404,7 @@ static void mark_tail(gmx_sq *q, int known_busy)
 	if (!known_busy) {
 		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
 		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+		q->busy = sr == CUDA_ERROR_NOT_READY;
 		if (sr != CUDA_ERROR_NOT_READY) {
 			while (q->rlen > 0)
 				retire_oldest(q, sr);
@@ -518,12 +520,15 @@ static void reap(void)
 		while (q->rlen > 0) {
 			CUevent e = q->ring[q->rhead];
 			CUresult r = e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
-			if (r == CUDA_ERROR_NOT_READY)
+			if (r == CUDA_ERROR_NOT_READY) {
+				q->busy = 1;
 				break;
+			}
 			if (e) {
 				retire_oldest(q, r);
 				continue;
 			}
+			q->busy = 0;
 			while (q->rlen > 0) /* the stream is idle: everything released onto it completed */
 				retire_oldest(q, r);
 		}
@@ -714,6 +719,26 @@ static int host_deferrable(const void *p)
 	return pga && pga(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
+/* When q's newest in-flight command has no event and the stream's query finds it idle: retires
+ * all of q's in-flight commands, the first GMX_DONE_BATCH into done[] without telling the policy
+ * (the caller does), the rest through completed(). How many went into done[]. Lock held. */
+static unsigned collect_idle(gmx_sq *q, uint64_t done[GMX_DONE_BATCH])
+{
+	if (!tail_unmarked(q))
+		return 0;
+	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+	CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+	q->busy = sr == CUDA_ERROR_NOT_READY;
+	unsigned nd = 0;
+	while (!q->busy && q->rlen > 0) {
+		if (nd < GMX_DONE_BATCH)
+			done[nd++] = retire_quiet(q, sr);
+		else
+			retire_oldest(q, sr);
+	}
+	return nd;
+}
+
 /* A launch on stream s (queue q) released under the policy's lease straight from the caller's
  * arguments: nothing of the process is queued, so no ordering rule can hold it, and nothing is
  * copied. Completions the lease's bound waits for are reaped here first. The driver's result,
@@ -744,32 +769,25 @@ static CUresult leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q
 		memcpy(info.block, req->block, sizeof info.block);
 		info.shared_mem = req->shmem;
 	}
-	/* The stream's newest in flight has no event: one query says whether all of it completed;
-	 * those completions reach the policy with this decision (one call, one lock). */
-	uint64_t done[GMX_DONE_BATCH];
-	unsigned nd = 0;
-	int busy = 0;
-	if (tail_unmarked(q)) {
-		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
-		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
-		busy = sr == CUDA_ERROR_NOT_READY;
-		while (!busy && q->rlen > 0) {
-			if (nd < GMX_DONE_BATCH)
-				done[nd++] = retire_quiet(q, sr);
-			else
-				retire_oldest(q, sr);
-		}
-	}
 	const gmx_grant_ops_t *p = gmx_shim_policy;
-	int d = p->lease_release(p->self, &info, done, nd);
-	if (d == GMX_GRANT_HELD && g.inflight > 0) { /* a completion not yet seen may free the bound */
-		reap();
-		d = p->lease_release(p->self, &info, NULL, 0);
+	int d = p->lease_release(p->self, &info, NULL, 0);
+	if (d == GMX_GRANT_HELD && g.inflight > 0) {
+		/* The bound waits for a completion not yet seen: one query of the stream says whether
+		 * all of it completed, and those completions reach the policy with the decision. */
+		uint64_t done[GMX_DONE_BATCH];
+		unsigned nd = collect_idle(q, done);
+		if (nd == 0)
+			reap();
+		d = p->lease_release(p->self, &info, done, nd);
 	}
 	if (d != GMX_GRANT_LEASED)
 		return GMX_SHIM_DIRECT;
 	g.seq++;
-	mark_tail(q, busy);
+	/* Work seen still running at the last look (a pipeline): mark what this one follows, so
+	 * each completion is seen as it happens. Short kernels are left unmarked: the next query
+	 * finds them all complete at once. */
+	if (q->busy)
+		mark_tail(q, 0);
 	CUresult r = gmx_shim__req_call_driver(req, q->real);
 	int tracked = r == CUDA_SUCCESS && track(q, info.seq);
 	g.released_leased++;
