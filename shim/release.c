@@ -2,7 +2,6 @@
  * path; the dispatcher thread, and waiting (pumping) until a condition holds. */
 #define _GNU_SOURCE
 #include "queue_internal.h"
-#include "tunables.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,18 +131,14 @@ static void *dispatcher_main(void *arg)
 	(void)arg;
 	tl_dispatcher = 1;
 	pthread_mutex_lock(&gmx_q.lock);
-	int linger = 0; /* polls made with nothing to do */
 	for (;;) {
 		gmx_q_pump();
-		if (gmx_q.queued == 0 && gmx_q.inflight == 0 && linger >= GMX_DISPATCH_LINGER_POLLS) {
+		if (gmx_q.queued == 0 && gmx_q.inflight == 0) {
 			gmx_q.disp_idle = 1;
 			pthread_cond_wait(&gmx_q.cv_work, &gmx_q.lock);
 			gmx_q.disp_idle = 0;
-			linger = 0;
-		} else {
-			linger = gmx_q.queued == 0 && gmx_q.inflight == 0 ? linger + 1 : 0;
+		} else
 			gmx_q_timed_wait(&gmx_q.cv_work);
-		}
 	}
 	return NULL;
 }

@@ -13,11 +13,6 @@
 #define GMX_POLL_US_MIN 20
 #define GMX_POLL_US_MAX 100000
 
-/* Polls the dispatcher keeps making once nothing is queued or in flight before it sleeps until
- * woken: a process launching again within GMX_DISPATCH_LINGER_POLLS * GPUMUX_SHIM_POLL_US (2 ms
- * by default) finds it awake, so its launches never pay a wake-up (a system call). */
-#define GMX_DISPATCH_LINGER_POLLS 10
-
 /* Bytes of kernel parameters copied per launch (larger layouts are released synchronously). */
 #define GMX_PARAM_BYTES_MAX 32768
 
