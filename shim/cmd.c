@@ -215,29 +215,42 @@ int gmx_shim__cmd_copy_params(gmx_cmd *c, void **params, void **extra)
 	return 0;
 }
 
-void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r)
+/* The release line of one command (params: each value's address by index, or NULL). */
+static void release_log(const gmx_shim_cmd_t *info, const fninfo_t *fi, const void *const *params,
+			const unsigned char *buf, CUresult r)
 {
-	if (gmx_shim_log_fd < 0)
-		return;
 	static const char *const kinds[] = {"launch", "launch_ex", "launch_coop",  "hostfn",	 "graph",
 					    "copy",   "memset",	   "event_record", "stream_wait"};
-	char params[1024] = "";
+	char text[1024] = "";
 	size_t p = 0;
-	if (c->fi && c->fi->known && c->buf) {
-		for (size_t i = 0; i < c->fi->n && p + 40 < sizeof params; i++) {
-			p += (size_t)snprintf(params + p, sizeof params - p, "%s%zu:%zu:", i ? "," : "",
-					      c->fi->off[i], c->fi->size[i]);
-			for (size_t b = 0; b < c->fi->size[i] && b < 8 && p + 3 < sizeof params; b++)
-				p += (size_t)snprintf(params + p, sizeof params - p, "%02x",
-						      c->buf[c->fi->off[i] + b]);
+	if (fi && fi->known && (buf || params)) {
+		for (size_t i = 0; i < fi->n && p + 40 < sizeof text; i++) {
+			const unsigned char *v = buf ? buf + fi->off[i] : (const unsigned char *)params[i];
+			p += (size_t)snprintf(text + p, sizeof text - p, "%s%zu:%zu:", i ? "," : "", fi->off[i],
+					      fi->size[i]);
+			for (size_t b = 0; b < fi->size[i] && b < 8 && p + 3 < sizeof text; b++)
+				p += (size_t)snprintf(text + p, sizeof text - p, "%02x", v[b]);
 		}
 	}
 	gmx_shim_log("release seq=%llu kind=%s stream=%#lx name=%s grid=%u,%u,%u block=%u,%u,%u "
 		     "shmem=%u params=[%s] bytes=%zu rc=%d",
-		     (unsigned long long)c->info.seq, kinds[c->info.kind], (unsigned long)c->info.stream,
-		     c->info.name ? c->info.name : "-", c->info.grid[0], c->info.grid[1], c->info.grid[2],
-		     c->info.block[0], c->info.block[1], c->info.block[2], c->info.shared_mem, params,
-		     c->info.bytes, (int)r);
+		     (unsigned long long)info->seq, kinds[info->kind], (unsigned long)info->stream,
+		     info->name ? info->name : "-", info->grid[0], info->grid[1], info->grid[2], info->block[0],
+		     info->block[1], info->block[2], info->shared_mem, text, info->bytes, (int)r);
+}
+
+void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r)
+{
+	if (gmx_shim_log_fd < 0)
+		return;
+	release_log(&c->info, c->fi, NULL, c->buf, r);
+}
+
+void gmx_shim__req_log(const gmx_shim_cmd_t *info, const fninfo_t *fi, void *const *params, CUresult r)
+{
+	if (gmx_shim_log_fd < 0)
+		return;
+	release_log(info, fi, (const void *const *)params, NULL, r);
 }
 
 /* Hands the command to the real driver (non-_ptsz entry points with explicit handles). */

@@ -77,4 +77,8 @@ CUresult gmx_shim__req_call_driver(const gmx_shim_req_t *r, CUstream s);
 /* Writes c's release line (kind, stream, kernel, parameters, result r) to the shim log. */
 void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r);
 
+/* Writes the release line of a launch released straight from the caller's arguments (params:
+ * the launch's kernelParams, or NULL; values shown when fi knows the layout). */
+void gmx_shim__req_log(const gmx_shim_cmd_t *info, const fninfo_t *fi, void *const *params, CUresult r);
+
 #endif

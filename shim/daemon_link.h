@@ -36,7 +36,7 @@
 #define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
-enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB, ST_LEASED };
+enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB }; /* leased commands: the lease book (lease.h) */
 
 typedef struct {
 	uint64_t seq;
@@ -64,7 +64,7 @@ typedef struct {
 	seq_slot_t tbl[SEQ_TABLE];
 	unsigned used;	  /* slots not FREE (tombstones included) */
 	unsigned granted; /* slots GRANTED: granted by the daemon, not yet completed */
-	/* The lease in effect (docs/protocol.md); its commands in flight are the slots LEASED. */
+	/* The lease in effect (docs/protocol.md) and its commands in flight (lease.seqs). */
 	gmx_shim_lease_t lease;
 	uint64_t leased_total; /* releases under a lease, all sessions (the shim's log at exit) */
 	char dir[4096], name[GMX_NAME_MAX];

@@ -59,7 +59,16 @@ typedef struct gmx_grant_ops {
 	 * policy may block, and then only the calling thread (the daemon policy starts its
 	 * connection there). */
 	void (*prepare)(void *self);
+	/* May be NULL. For a launch that would head an empty queue (nothing of the process queued),
+	 * after the ndone commands in done[] that were just seen complete (as completed() for each):
+	 * GMX_GRANT_LEASED if it may go to the driver now under the policy's lease, booked as
+	 * released (its completion follows through completed()); GMX_GRANT_HELD if the lease's bound
+	 * holds it until a completion; GMX_GRANT_QUEUE if it must be queued and asked for
+	 * (may_release). Under the queue lock; never blocks. */
+	int (*lease_release)(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone);
 } gmx_grant_ops_t;
+
+enum { GMX_GRANT_QUEUE = -1, GMX_GRANT_HELD = 0, GMX_GRANT_LEASED = 1 };
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */
 const gmx_grant_ops_t *gmx_grant_from_env(void);

@@ -39,9 +39,12 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd);
 static void grant_completed(void *self, uint64_t seq);
 static void grant_host_wait(void *self);
 static void grant_prepare(void *self);
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone);
+static void completed_locked(uint64_t seq, int64_t now);
 
 static const gmx_grant_ops_t g_daemon = {
-    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare};
+    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare,
+    grant_lease_release};
 
 int gmx_dl_active(void)
 {
@@ -83,7 +86,7 @@ void gmx_dl_seq_clear(void)
 
 static int live(int st)
 {
-	return st == ST_NOTICED || st == ST_GRANTED || st == ST_LEASED;
+	return st == ST_NOTICED || st == ST_GRANTED;
 }
 
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
@@ -192,14 +195,8 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 		}
 		return 0;
 	}
-	seq_slot_t *s = seq_insert(cmd->seq);
-	if (!s)
+	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), (uint64_t)now) != 0)
 		return 0;
-	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), (uint64_t)now) != 0) {
-		s->state = ST_TOMB;
-		return 0;
-	}
-	s->state = ST_LEASED;
 	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
 	gmx_dl.leased_total++;
 	return 1;
@@ -257,26 +254,65 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 	return ok;
 }
 
-static void grant_completed(void *self, uint64_t seq)
+/* The leased fast path (gmx_grant_ops_t.lease_release): the same decision as may_release for a
+ * command never announced, without announcing it when the lease does not cover it (the queue
+ * then asks through may_release). */
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone)
 {
 	(void)self;
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
-		return;
+		return GMX_GRANT_LEASED; /* pass-through while no daemon */
+	int r = GMX_GRANT_QUEUE;
 	pthread_mutex_lock(&gmx_dl.lock);
-	seq_slot_t *s = gmx_dl.connected ? gmx_dl_seq_find(seq) : NULL;
-	if (s && s->state == ST_LEASED) {
+	if (!gmx_dl.connected) {
+		r = GMX_GRANT_LEASED;
+	} else {
+		/* One clock reading serves the completions seen just now and this release. */
+		int64_t now = gmx_dl_now_ns();
+		for (unsigned i = 0; i < ndone; i++)
+			completed_locked(done[i], now);
+		drain_inline(); /* a revoke already in the ring counts before this release */
+		if (gmx_dl.lease.inflight) {
+			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
+						      gmx_dl.granted);
+			if (d == GMX_LEASE_RELEASE)
+				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_HELD;
+			else if (d == GMX_LEASE_HOLD)
+				r = GMX_GRANT_HELD;
+		}
+	}
+	pthread_mutex_unlock(&gmx_dl.lock);
+	return r;
+}
+
+/* Command seq completed, seen at now (CLOCK_MONOTONIC ns; 0: read the clock when it is leased).
+ * D.lock held, connected. */
+static void completed_locked(uint64_t seq, int64_t now)
+{
+	if (gmx_shim_lease_completed(&gmx_dl.lease, seq)) {
 		/* Leased work completes in batches: the daemon reads it on its own schedule. */
-		s->state = ST_TOMB;
-		gmx_shim_lease_completed(&gmx_dl.lease);
-		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)gmx_dl_now_ns()) != 0)
+		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_now_ns())) != 0)
 			gmx_dl_desync_locked();
-	} else if (s && s->state == ST_GRANTED) {
+		return;
+	}
+	seq_slot_t *s = gmx_dl_seq_find(seq);
+	if (s && s->state == ST_GRANTED) {
 		s->state = ST_TOMB;
 		gmx_dl.granted--;
 		if (gmx_dl_push_up(GMX_UP_COMPLETE, 0, seq, 0, 0) != 0)
 			gmx_dl_desync_locked(); /* a lost completion would stall the daemon's view: start over
 						 */
 	}
+}
+
+static void grant_completed(void *self, uint64_t seq)
+{
+	(void)self;
+	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&gmx_dl.lock);
+	if (gmx_dl.connected)
+		completed_locked(seq, 0);
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
 

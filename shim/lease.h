@@ -1,18 +1,24 @@
 /*
  * The interposer's book of its lease (docs/protocol.md, "Leases"): pure, no locks, no I/O, so
  * that it is unit-tested alone (tests/shim/test_lease_book.c). grant_daemon.c keeps one per
- * session under D.lock.
+ * session under D.lock. It also knows which commands in flight went under a lease (so that the
+ * seq table holds only noticed and granted ones): a short list, oldest first, since leased
+ * commands mostly complete in the order they were released.
  */
 #ifndef GMX_SHIM_LEASE_H
 #define GMX_SHIM_LEASE_H
 
 #include <stdint.h>
+#include <string.h>
+
+#define GMX_LEASE_SEQS 1024 /* leased commands in flight at most (GPUMUX_SHIM_INFLIGHT's maximum) */
 
 typedef struct {
 	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
 	uint32_t now;	   /* leased commands in flight */
 	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
 	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
+	uint64_t seqs[GMX_LEASE_SEQS]; /* seqs[0 .. now-1]: the leased commands in flight, oldest first */
 } gmx_shim_lease_t;
 
 /* What a command that was never announced does under the lease at now_ns. */
@@ -30,7 +36,7 @@ static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_n
 	int ended = l->until && now_ns >= l->until;
 	if (!l->inflight || ended)
 		return GMX_LEASE_ASK;
-	if (l->now + granted < l->inflight && !blocked)
+	if (l->now + granted < l->inflight && l->now < GMX_LEASE_SEQS && !blocked)
 		return GMX_LEASE_RELEASE;
 	return l->now + granted ? GMX_LEASE_HOLD : GMX_LEASE_ASK;
 }
@@ -42,18 +48,24 @@ static inline void gmx_shim_lease_apply(gmx_shim_lease_t *l, uint32_t inflight, 
 	l->until = inflight ? until : 0;
 }
 
-/* Command seq was released under the lease. */
+/* Command seq was released under the lease (decide said GMX_LEASE_RELEASE). */
 static inline void gmx_shim_lease_released(gmx_shim_lease_t *l, uint64_t seq)
 {
-	l->now++;
+	if (l->now < GMX_LEASE_SEQS)
+		l->seqs[l->now++] = seq;
 	l->last_seq = seq;
 }
 
-/* A leased command completed. */
-static inline void gmx_shim_lease_completed(gmx_shim_lease_t *l)
+/* Command seq completed: 1 if it was a leased command in flight (now forgotten), else 0. */
+static inline int gmx_shim_lease_completed(gmx_shim_lease_t *l, uint64_t seq)
 {
-	if (l->now)
-		l->now--;
+	for (uint32_t i = 0; i < l->now; i++)
+		if (l->seqs[i] == seq) {
+			memmove(&l->seqs[i], &l->seqs[i + 1], (l->now - i - 1) * sizeof l->seqs[0]);
+			l->now--;
+			return 1;
+		}
+	return 0;
 }
 
 #endif

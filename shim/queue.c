@@ -1,103 +1,27 @@
 /*
  * Software queues.
  *
- * Each (context, stream) has a FIFO of commands. A command is released to the real driver
- * when it heads its FIFO, its ordering dependencies have been released, the number of
- * commands in flight is under the bound, and the grant policy agrees. Release happens in the
- * calling thread when possible (no hand-off on the fast path) and otherwise in a dispatcher
- * thread started at the first command that has to wait.
- *
- * Ordering across FIFOs is kept by releasing, never by waiting on the GPU: the driver orders
- * what it receives, so the shim only has to hand commands over in an order the driver would
- * have seen. Two rules do that:
- *  - a stream wait is released only after the event record it waits on (the last record of
- *    that event queued before it) has been released;
- *  - legacy default stream: a command there is released only after every earlier command on
- *    the context's blocking streams, and a blocking stream's command only after every earlier
- *    legacy-stream command.
- *
- * Completion is tracked with one driver event recorded after each released launch, copy or
- * memset; the number of those not yet complete is bounded (GPUMUX_SHIM_INFLIGHT) so that a
- * held process stops within a few kernels.
- *
- * Locking: one mutex (g.lock) guards every queue, the event table and the kernel identity
- * cache (cmd.c, which also holds a command's parameter copy and its hand-over to the driver).
- * It is held while the shim calls the driver to release or reap, never while it waits for a
- * grant.
+ * The queue's interface to the hooks (queue.h): set-up, enqueue, flushes, barriers, queries,
+ * fork. How the queues work: queue_internal.h.
  */
 #define _GNU_SOURCE
-#include "queue.h"
-#include "cmd.h"
+#include "queue_internal.h"
 #include "tunables.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-enum { SQ_LEGACY, SQ_BLOCKING, SQ_NONBLOCKING };
-
-typedef struct gmx_sq gmx_sq;
-
-typedef struct evinfo {
-	struct evinfo *next;
-	CUevent ev;
-	int pending;	/* records queued, not yet released */
-	gmx_sq *last_q; /* queue and seq of the last queued record */
-	uint64_t last_seq;
-} evinfo_t;
-
-struct gmx_sq {
-	gmx_sq *next;
-	CUcontext ctx;
-	CUstream user; /* the application's handle (NULL legacy, CU_STREAM_PER_THREAD) */
-	CUstream real; /* the handle given to the driver */
-	int kind;
-	int ptds;
-	pthread_t owner; /* per-thread default stream: the owning thread */
-	gmx_cmd *head, *tail;
-	CUevent *ring;	    /* in-flight completion events, oldest first */
-	uint64_t *ring_seq; /* the seq of each ring entry, for the policy's completed() */
-	int rhead, rlen;
-	CUevent *pool; /* spare completion events of this context */
-	int npool, cappool;
-	CUresult deferred; /* first error of a release, reported at the next synchronisation */
-	int syncers;	   /* threads waiting in the driver on one of its ring's events (no lock) */
-};
-
-#define EV_BUCKETS 1024
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cv_work, cv_done;
-	gmx_sq *queues;
-	gmx_sq *retired; /* destroyed streams' queues, kept as shells (see gmx_shim_stream_forget) */
-	uint64_t seq;
-	size_t queued; /* commands in all queues */
-	int inflight, inflight_max;
-	long poll_ns;
-	int dispatcher;
-	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */
-	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
-	unsigned gen;  /* bumped when a queue is freed: invalidates per-thread caches */
-	int captures;
-	evinfo_t *ev[EV_BUCKETS];
-	gmx_cmd *free_cmds;
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .cv_work = PTHREAD_COND_INITIALIZER,
-       .cv_done = PTHREAD_COND_INITIALIZER};
+gmx_qstate_t gmx_q = {.lock = PTHREAD_MUTEX_INITIALIZER,
+		      .cv_work = PTHREAD_COND_INITIALIZER,
+		      .cv_done = PTHREAD_COND_INITIALIZER};
 
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
-/* Initial-exec TLS: a few bytes of the static TLS block, read without a __tls_get_addr call on
- * every launch (glibc keeps surplus static TLS for libraries loaded by dlopen, as this one may be). */
-#define GMX_TLS __thread __attribute__((tls_model("initial-exec")))
-static GMX_TLS int tl_dispatcher;
-static GMX_TLS CUcontext tl_disp_ctx;
-static GMX_TLS gmx_sq *tl_last_q;
-static GMX_TLS CUstream tl_last_stream;
-static GMX_TLS unsigned tl_last_gen;
+GMX_TLS int tl_dispatcher;
+GMX_TLS CUcontext tl_disp_ctx;
+GMX_TLS gmx_sq *tl_last_q;
+GMX_TLS CUstream tl_last_stream;
+GMX_TLS unsigned tl_last_gen;
 static int g_inited; /* init_once ran (read without pthread_once on the launch path) */
 
 static long env_long(const char *name, long def, long lo, long hi)
@@ -117,11 +41,11 @@ static long env_long(const char *name, long def, long lo, long hi)
 
 static void init_once(void)
 {
-	g.inflight_max =
+	gmx_q.inflight_max =
 	    (int)env_long("GPUMUX_SHIM_INFLIGHT", GMX_INFLIGHT_DEFAULT, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
-	g.poll_ns =
+	gmx_q.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
-	__atomic_store_n(&g.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
+	__atomic_store_n(&gmx_q.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
 	__atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
 
@@ -137,450 +61,10 @@ static void ensure_init(void)
 
 void gmx_shim_func_cache_clear(void)
 {
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gmx_q.lock);
 	/* Commands still queued point at their fninfo; the unload drained them first. */
 	gmx_shim__fn_clear();
-	pthread_mutex_unlock(&g.lock);
-}
-
-/* ---- events ---- */
-
-static evinfo_t *ev_lookup(CUevent e, int create)
-{
-	size_t h = gmx_shim__ptr_hash(e, EV_BUCKETS);
-	for (evinfo_t *x = g.ev[h]; x; x = x->next)
-		if (x->ev == e)
-			return x;
-	if (!create)
-		return NULL;
-	evinfo_t *x = calloc(1, sizeof *x);
-	if (!x)
-		return NULL;
-	x->ev = e;
-	x->next = g.ev[h];
-	g.ev[h] = x;
-	return x;
-}
-
-static void ev_remove(CUevent e)
-{
-	size_t h = gmx_shim__ptr_hash(e, EV_BUCKETS);
-	for (evinfo_t **pp = &g.ev[h]; *pp; pp = &(*pp)->next)
-		if ((*pp)->ev == e) {
-			evinfo_t *x = *pp;
-			*pp = x->next;
-			free(x);
-			return;
-		}
-}
-
-/* ---- queues ---- */
-
-static CUcontext current_ctx(void)
-{
-	CUcontext c = NULL;
-	__typeof__(&cuCtxGetCurrent) get = GMX_REAL(cuCtxGetCurrent);
-	if (get)
-		get(&c);
-	return c;
-}
-
-static int is_legacy(CUstream s, int ptsz)
-{
-	return s == CU_STREAM_LEGACY || (s == NULL && !ptsz);
-}
-
-static int is_ptds(CUstream s, int ptsz)
-{
-	return s == CU_STREAM_PER_THREAD || (s == NULL && ptsz);
-}
-
-static gmx_sq *sq_new(CUcontext ctx, CUstream user, int kind)
-{
-	gmx_sq *q = calloc(1, sizeof *q);
-	if (!q)
-		return NULL;
-	q->ring = calloc((size_t)g.inflight_max, sizeof *q->ring);
-	q->ring_seq = calloc((size_t)g.inflight_max, sizeof *q->ring_seq);
-	if (!q->ring || !q->ring_seq) {
-		free(q->ring);
-		free(q->ring_seq);
-		free(q);
-		return NULL;
-	}
-	q->ctx = ctx;
-	q->user = user;
-	q->real = user;
-	q->kind = kind;
-	q->next = g.queues;
-	g.queues = q;
-	return q;
-}
-
-/* Finds (create: or makes) the queue for a stream as seen by the calling thread. */
-static gmx_sq *sq_find(CUstream s, int ptsz, int create)
-{
-	/* The cache serves application streams only: the legacy and per-thread streams depend
-	 * on the current context, which may change between calls. */
-	int special = is_legacy(s, ptsz) || is_ptds(s, ptsz);
-	if (!special && tl_last_gen == g.gen && tl_last_q && tl_last_stream == s)
-		return tl_last_q;
-	gmx_sq *found = NULL;
-	CUcontext ctx = NULL;
-	if (is_legacy(s, ptsz) || is_ptds(s, ptsz)) {
-		ctx = current_ctx();
-		if (!ctx)
-			return NULL;
-		for (gmx_sq *q = g.queues; q; q = q->next) {
-			if (q->ctx != ctx)
-				continue;
-			if (is_legacy(s, ptsz) && q->kind == SQ_LEGACY) {
-				found = q;
-				break;
-			}
-			if (is_ptds(s, ptsz) && q->ptds && pthread_equal(q->owner, pthread_self())) {
-				found = q;
-				break;
-			}
-		}
-	} else {
-		for (gmx_sq *q = g.queues; q; q = q->next)
-			if (q->user == s && !q->ptds && q->kind != SQ_LEGACY) {
-				found = q;
-				break;
-			}
-	}
-	if (!found && create) {
-		if (is_legacy(s, ptsz)) {
-			found = sq_new(ctx, NULL, SQ_LEGACY);
-		} else if (is_ptds(s, ptsz)) {
-			/* The per-thread default stream belongs to its thread, but queued work may be
-			 * released by the dispatcher: it goes to a blocking stream of the shim's, which
-			 * the driver orders exactly as the per-thread stream (blocking, synchronises with
-			 * the legacy stream). Every _ptsz call of this thread is mapped onto it. */
-			__typeof__(&cuStreamCreate) mk = GMX_REAL(cuStreamCreate);
-			CUstream sub = NULL;
-			if (!mk || mk(&sub, CU_STREAM_DEFAULT) != CUDA_SUCCESS)
-				return NULL;
-			found = sq_new(ctx, CU_STREAM_PER_THREAD, SQ_BLOCKING);
-			if (found) {
-				found->ptds = 1;
-				found->owner = pthread_self();
-				found->real = sub;
-			}
-		} else {
-			unsigned flags = 0;
-			CUcontext sctx = NULL;
-			__typeof__(&cuStreamGetFlags) gf = GMX_REAL(cuStreamGetFlags);
-			__typeof__(&cuStreamGetCtx) gc = GMX_REAL(cuStreamGetCtx);
-			if (gf && gf(s, &flags) != CUDA_SUCCESS)
-				return NULL; /* not a valid stream: let the driver report it */
-			if (!gc || gc(s, &sctx) != CUDA_SUCCESS)
-				sctx = current_ctx();
-			found =
-			    sq_new(sctx, s, (flags & CU_STREAM_NON_BLOCKING) ? SQ_NONBLOCKING : SQ_BLOCKING);
-		}
-	}
-	if (found && !special) {
-		tl_last_q = found;
-		tl_last_stream = s;
-		tl_last_gen = g.gen;
-	}
-	return found;
-}
-
-/* ---- release ---- */
-
-static int counted(gmx_cmd_kind_t k)
-{
-	return k != GMX_CMD_EVENT_RECORD && k != GMX_CMD_STREAM_WAIT;
-}
-
-/* Nonzero once every command of q with seq <= s has been released. */
-static int released_through(const gmx_sq *q, uint64_t s)
-{
-	return !q->head || q->head->info.seq > s;
-}
-
-static int deps_met(const gmx_cmd *c)
-{
-	const gmx_sq *q = c->q;
-	if (c->dep_q && !released_through(c->dep_q, c->dep_seq))
-		return 0;
-	if (q->kind == SQ_NONBLOCKING)
-		return 1;
-	for (const gmx_sq *o = g.queues; o; o = o->next) {
-		if (o == q || o->ctx != q->ctx)
-			continue;
-		if (q->kind == SQ_LEGACY && o->kind == SQ_BLOCKING && !released_through(o, c->info.seq))
-			return 0;
-		if (q->kind == SQ_BLOCKING && o->kind == SQ_LEGACY && !released_through(o, c->info.seq))
-			return 0;
-	}
-	return 1;
-}
-
-static int can_release(const gmx_cmd *c)
-{
-	if (counted(c->info.kind) && g.inflight >= g.inflight_max)
-		return 0;
-	if (!deps_met(c))
-		return 0;
-	return gmx_shim_policy->may_release(gmx_shim_policy->self, &c->info);
-}
-
-static void cmd_free(gmx_cmd *c)
-{
-	c->next = g.free_cmds;
-	g.free_cmds = c;
-}
-
-/* Releases the head of q (which can_release approved). Lock held. */
-static void release_head(gmx_sq *q)
-{
-	gmx_cmd *c = q->head;
-	if (tl_dispatcher && tl_disp_ctx != q->ctx) {
-		__typeof__(&cuCtxSetCurrent) set = GMX_REAL(cuCtxSetCurrent);
-		if (set && set(q->ctx) == CUDA_SUCCESS)
-			tl_disp_ctx = q->ctx;
-	}
-	CUresult r = gmx_shim__cmd_call_driver(c, q->real);
-	q->head = c->next;
-	if (!q->head)
-		q->tail = NULL;
-	__atomic_sub_fetch(&g.queued, 1, __ATOMIC_RELAXED); /* read without the lock: enqueue */
-	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
-		q->deferred = r;
-	if (c->evi)
-		c->evi->pending--;
-	int tracked = 0;
-	if (r == CUDA_SUCCESS && counted(c->info.kind) && !g.untracked) {
-		CUevent done = NULL;
-		if (q->npool > 0) {
-			done = q->pool[--q->npool];
-		} else {
-			__typeof__(&cuEventCreate) mk = GMX_REAL(cuEventCreate);
-			if (mk && mk(&done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-				done = NULL;
-		}
-		__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
-		if (done && rec && rec(done, q->real) == CUDA_SUCCESS) {
-			q->ring[(q->rhead + q->rlen) % g.inflight_max] = done;
-			q->ring_seq[(q->rhead + q->rlen) % g.inflight_max] = c->info.seq;
-			q->rlen++;
-			g.inflight++;
-			tracked = 1;
-		}
-	}
-	if (gmx_shim_policy->released)
-		gmx_shim_policy->released(gmx_shim_policy->self, &c->info);
-	/* What no completion event tracks (event records, stream waits, a release the driver
-	 * refused, an event that could not be recorded) is complete for the policy now: a
-	 * policy that counts released work (the daemon) must not wait for it forever. */
-	if (!tracked && gmx_shim_policy->completed)
-		gmx_shim_policy->completed(gmx_shim_policy->self, c->info.seq);
-	gmx_shim__cmd_log(c, r);
-	cmd_free(c);
-}
-
-/* Retires completed in-flight commands. Lock held. */
-static void reap(void)
-{
-	if (g.inflight == 0)
-		return;
-	__typeof__(&cuEventQuery) query = GMX_REAL(cuEventQuery);
-	for (gmx_sq *q = g.queues; q; q = q->next) {
-		while (q->rlen > 0) {
-			CUevent e = q->ring[q->rhead];
-			CUresult r = query ? query(e) : CUDA_SUCCESS;
-			if (r == CUDA_ERROR_NOT_READY)
-				break;
-			if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
-				q->deferred = r;
-			if (gmx_shim_policy->completed)
-				gmx_shim_policy->completed(gmx_shim_policy->self, q->ring_seq[q->rhead]);
-			q->rhead = (q->rhead + 1) % g.inflight_max;
-			q->rlen--;
-			g.inflight--;
-			if (q->npool == q->cappool) {
-				int cap = q->cappool ? q->cappool * 2 : 8;
-				CUevent *np = realloc(q->pool, (size_t)cap * sizeof *np);
-				if (np) {
-					q->pool = np;
-					q->cappool = cap;
-				}
-			}
-			if (q->npool < q->cappool)
-				q->pool[q->npool++] = e;
-		}
-	}
-}
-
-/* Releases whatever may go now; a caller thread only touches its current context's queues
- * (releasing into another context would change the caller's current context). Lock held. */
-static int pump(void)
-{
-	reap();
-	CUcontext mine = tl_dispatcher ? NULL : current_ctx();
-	int any = 0, progress = 1;
-	while (progress) {
-		progress = 0;
-		for (gmx_sq *q = g.queues; q; q = q->next) {
-			if (!tl_dispatcher && q->ctx != mine)
-				continue;
-			while (q->head && can_release(q->head)) {
-				release_head(q);
-				progress = any = 1;
-			}
-		}
-		if (progress)
-			reap();
-	}
-	if (any)
-		pthread_cond_broadcast(&g.cv_done);
-	return any;
-}
-
-static void timed_wait(pthread_cond_t *cv)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += g.poll_ns;
-	while (ts.tv_nsec >= 1000000000L) {
-		ts.tv_nsec -= 1000000000L;
-		ts.tv_sec++;
-	}
-	pthread_cond_timedwait(cv, &g.lock, &ts);
-}
-
-static void *dispatcher_main(void *arg)
-{
-	(void)arg;
-	tl_dispatcher = 1;
-	pthread_mutex_lock(&g.lock);
-	for (;;) {
-		pump();
-		if (g.queued == 0 && g.inflight == 0) {
-			g.disp_idle = 1;
-			pthread_cond_wait(&g.cv_work, &g.lock);
-			g.disp_idle = 0;
-		} else
-			timed_wait(&g.cv_work);
-	}
-	return NULL;
-}
-
-/* Starts the dispatcher once work has to wait (for a grant, a slot, or another thread). */
-static void ensure_dispatcher(void)
-{
-	if (g.dispatcher)
-		return;
-	pthread_t t;
-	pthread_attr_t a;
-	pthread_attr_init(&a);
-	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &a, dispatcher_main, NULL) == 0)
-		g.dispatcher = 1;
-	else
-		fprintf(stderr, "gpumux shim: cannot start the dispatcher thread; queued work is "
-				"released only from API calls\n");
-	pthread_attr_destroy(&a);
-}
-
-/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
- * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
- * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
- * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
- * them (stream_retired). 1 if it waited. Lock held. */
-static int wait_oldest(gmx_sq *q)
-{
-	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
-	if (!q || !q->head || q->rlen == 0 || g.inflight < g.inflight_max || !es)
-		return 0;
-	CUevent e = q->ring[q->rhead];
-	q->syncers++;
-	pthread_mutex_unlock(&g.lock);
-	es(e);
-	pthread_mutex_lock(&g.lock);
-	q->syncers--;
-	return 1;
-}
-
-/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
- * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
-static void wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
-{
-	while (!done(arg)) {
-		pump();
-		if (done(arg))
-			break;
-		if (wait_oldest(q))
-			continue;
-		ensure_dispatcher();
-		pthread_cond_signal(&g.cv_work);
-		timed_wait(&g.cv_done);
-	}
-}
-
-static void wait_until(int (*done)(const void *), const void *arg)
-{
-	wait_until_q(done, arg, NULL);
-}
-
-/* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */
-static int stream_released(const void *arg)
-{
-	const gmx_sq *q = arg;
-	if (q->head)
-		return 0;
-	if (q->kind == SQ_NONBLOCKING)
-		return 1;
-	for (const gmx_sq *o = g.queues; o; o = o->next)
-		if (o->ctx == q->ctx && o->head &&
-		    ((q->kind == SQ_LEGACY && o->kind == SQ_BLOCKING) || o->kind == SQ_LEGACY))
-			return 0;
-	return 1;
-}
-
-static int all_released(const void *arg)
-{
-	(void)arg;
-	return g.queued == 0;
-}
-
-static int stream_retired(const void *arg)
-{
-	const gmx_sq *q = arg;
-	if (!stream_released(arg))
-		return 0;
-	if (q->rlen > 0)
-		reap();
-	return q->rlen == 0 && q->syncers == 0;
-}
-
-static int event_released(const void *arg)
-{
-	const evinfo_t *x = arg;
-	return x->pending == 0;
-}
-
-/* ---- the interface used by the hooks ---- */
-
-static gmx_cmd *cmd_alloc(void)
-{
-	gmx_cmd *c = g.free_cmds;
-	if (c) {
-		/* Only what enqueue does not always write is reset (the whole command is ~480
-		 * bytes; its buffers are kept): r is copied, cfg and extra are written where read. */
-		g.free_cmds = c->next;
-		memset(&c->info, 0, sizeof c->info);
-		c->fi = NULL;
-		c->evi = NULL;
-		c->dep_q = NULL;
-		c->dep_seq = 0;
-		return c;
-	}
-	return calloc(1, sizeof *c);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 /* Nonzero if host memory at p is page-locked or managed, so the copy may be deferred. */
@@ -605,11 +89,11 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 
 	if (gmx_shim_policy->prepare) /* never under the lock: it may block this thread */
 		gmx_shim_policy->prepare(gmx_shim_policy->self);
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gmx_q.lock);
 	CUstream s = req->kind == GMX_CMD_LAUNCH_EX ? req->cfg->hStream : req->stream;
-	gmx_sq *q = sq_find(s, req->ptsz, 1);
+	gmx_sq *q = gmx_q_sq_find(s, req->ptsz, 1);
 	if (!q) {
-		pthread_mutex_unlock(&g.lock);
+		pthread_mutex_unlock(&gmx_q.lock);
 		return GMX_SHIM_DIRECT; /* no context or an invalid stream: the driver says which */
 	}
 	/* Straight through (gmx_shim_straight: the hooks call the driver without coming here) for
@@ -617,17 +101,27 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	 * for this thread, and launches before the queue was set up. The driver gets the call the
 	 * application made, in the caller's own context, so that context need not be the stream's as
 	 * for a release. */
-	if (g.untracked && g.queued == 0 && gmx_shim_log_fd < 0) {
+	if (gmx_q.untracked && gmx_q.queued == 0 && gmx_shim_log_fd < 0) {
 		CUresult r = gmx_shim__req_call_driver(req, q->real);
 		if (r != GMX_SHIM_DIRECT) {
-			g.seq++;
-			pthread_mutex_unlock(&g.lock);
+			gmx_q.seq++;
+			pthread_mutex_unlock(&gmx_q.lock);
 			return r;
 		}
 	}
-	gmx_cmd *c = cmd_alloc();
+	if (gmx_shim_policy->lease_release && gmx_q.queued == 0) {
+		CUresult r = gmx_q_leased_straight(req, s, q);
+		if (r != GMX_SHIM_DIRECT) {
+			int idle = gmx_q.disp_idle && gmx_q.inflight > 0;
+			pthread_mutex_unlock(&gmx_q.lock);
+			if (idle) /* it polls completions for the policy; woken after the unlock */
+				pthread_cond_signal(&gmx_q.cv_work);
+			return r;
+		}
+	}
+	gmx_cmd *c = gmx_q_cmd_alloc();
 	if (!c) {
-		pthread_mutex_unlock(&g.lock);
+		pthread_mutex_unlock(&gmx_q.lock);
 		return GMX_SHIM_DIRECT;
 	}
 	c->r = *req;
@@ -639,8 +133,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		CUresult err = CUDA_SUCCESS;
 		c->fi = gmx_shim__fn_lookup(req->f, &err);
 		if (!c->fi) {
-			cmd_free(c);
-			pthread_mutex_unlock(&g.lock);
+			gmx_q_cmd_free(c);
+			pthread_mutex_unlock(&gmx_q.lock);
 			return err;
 		}
 		if (req->kind == GMX_CMD_LAUNCH_EX) {
@@ -648,8 +142,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			if (c->cfg.numAttrs) {
 				if (gmx_shim__reserve((void **)&c->attrs, &c->attrcap, c->cfg.numAttrs,
 						      sizeof *c->attrs)) {
-					cmd_free(c);
-					pthread_mutex_unlock(&g.lock);
+					gmx_q_cmd_free(c);
+					pthread_mutex_unlock(&gmx_q.lock);
 					return GMX_SHIM_DIRECT;
 				}
 				memcpy(c->attrs, req->cfg->attrs, c->cfg.numAttrs * sizeof *c->attrs);
@@ -664,8 +158,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			c->r.shmem = c->cfg.sharedMemBytes;
 		}
 		if (gmx_shim__cmd_copy_params(c, req->params, req->extra) != 0) {
-			cmd_free(c);
-			pthread_mutex_unlock(&g.lock);
+			gmx_q_cmd_free(c);
+			pthread_mutex_unlock(&gmx_q.lock);
 			return GMX_SHIM_DIRECT;
 		}
 		c->info.name = c->fi->name;
@@ -675,11 +169,11 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	} else if (req->kind == GMX_CMD_COPY || req->kind == GMX_CMD_MEMSET) {
 		c->info.bytes = req->n * (req->kind == GMX_CMD_MEMSET ? (size_t)req->width : 1);
 	} else if (req->kind == GMX_CMD_EVENT_RECORD || req->kind == GMX_CMD_STREAM_WAIT) {
-		evinfo_t *x = ev_lookup(req->ev, req->kind == GMX_CMD_EVENT_RECORD);
+		evinfo_t *x = gmx_q_ev_lookup(req->ev, req->kind == GMX_CMD_EVENT_RECORD);
 		if (req->kind == GMX_CMD_EVENT_RECORD) {
 			if (!x) {
-				cmd_free(c);
-				pthread_mutex_unlock(&g.lock);
+				gmx_q_cmd_free(c);
+				pthread_mutex_unlock(&gmx_q.lock);
 				return GMX_SHIM_DIRECT;
 			}
 			c->evi = x;
@@ -688,7 +182,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			c->dep_seq = x->last_seq;
 		}
 	}
-	c->info.seq = ++g.seq;
+	c->info.seq = ++gmx_q.seq;
 	if (c->evi) {
 		c->evi->pending++;
 		c->evi->last_q = q;
@@ -700,33 +194,38 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	else
 		q->head = c;
 	q->tail = c;
-	__atomic_add_fetch(&g.queued, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&gmx_q.queued, 1, __ATOMIC_RELAXED);
 	/* Fast path: the calling thread releases what it may right away, retiring what completed
 	 * first when the in-flight bound is what holds it. */
-	if (q->head == c && q->ctx == current_ctx()) {
-		if (counted(c->info.kind) && g.inflight >= g.inflight_max)
-			reap();
-		if (can_release(c)) {
-			release_head(q);
-			pthread_cond_broadcast(&g.cv_done);
+	if (q->head == c && q->ctx == gmx_q_current_ctx()) {
+		if (gmx_q_counted(c->info.kind) && gmx_q.inflight >= gmx_q.inflight_max)
+			gmx_q_reap();
+		int ok = gmx_q_can_release(c);
+		if (!ok && gmx_q.inflight > 0) { /* the policy's bound may wait for a completion not yet seen */
+			gmx_q_reap();
+			ok = gmx_q_can_release(c);
+		}
+		if (ok) {
+			gmx_q_release_head(q);
+			pthread_cond_broadcast(&gmx_q.cv_done);
 		}
 	}
 	/* The dispatcher is woken only for what needs it: work left queued, or work in flight
 	 * while it sleeps without a timeout (it polls completions for the policy). Waking it for
 	 * every command would cost a futex call and a lock hand-over per launch. */
-	if (g.queued > 0) {
-		ensure_dispatcher();
-		pthread_cond_signal(&g.cv_work);
-	} else if (g.inflight > 0 && g.disp_idle) {
-		pthread_cond_signal(&g.cv_work);
+	if (gmx_q.queued > 0) {
+		gmx_q_ensure_dispatcher();
+		pthread_cond_signal(&gmx_q.cv_work);
+	} else if (gmx_q.inflight > 0 && gmx_q.disp_idle) {
+		pthread_cond_signal(&gmx_q.cv_work);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 	return CUDA_SUCCESS;
 }
 
 int gmx_shim_capturing(CUstream s, int ptsz)
 {
-	if (__atomic_load_n(&g.captures, __ATOMIC_RELAXED) == 0)
+	if (__atomic_load_n(&gmx_q.captures, __ATOMIC_RELAXED) == 0)
 		return 0;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	__typeof__(&cuStreamIsCapturing) f =
@@ -738,22 +237,22 @@ int gmx_shim_capturing(CUstream s, int ptsz)
 
 void gmx_shim_capture_begin(void)
 {
-	__atomic_add_fetch(&g.captures, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&gmx_q.captures, 1, __ATOMIC_RELAXED);
 }
 
 void gmx_shim_capture_end(void)
 {
-	int v = __atomic_load_n(&g.captures, __ATOMIC_RELAXED);
+	int v = __atomic_load_n(&gmx_q.captures, __ATOMIC_RELAXED);
 	while (v > 0 &&
-	       !__atomic_compare_exchange_n(&g.captures, &v, v - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	       !__atomic_compare_exchange_n(&gmx_q.captures, &v, v - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 
 /* Tells the policy a host thread is about to block on the device, when it has work there
- * (g.lock held). */
+ * (gmx_q.lock held). */
 static void note_host_wait(void)
 {
-	if ((g.queued > 0 || g.inflight > 0) && gmx_shim_policy->host_wait)
+	if ((gmx_q.queued > 0 || gmx_q.inflight > 0) && gmx_shim_policy->host_wait)
 		gmx_shim_policy->host_wait(gmx_shim_policy->self);
 }
 
@@ -763,21 +262,21 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return s;
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gmx_q.lock);
 	/* The per-thread stream is always mapped once queueing is on, so that work passed through
 	 * and work queued land on the same driver stream. */
-	gmx_sq *q = sq_find(s, ptsz, is_ptds(s, ptsz));
+	gmx_sq *q = gmx_q_sq_find(s, ptsz, gmx_q_is_ptds(s, ptsz));
 	CUstream out = s;
 	note_host_wait();
 	if (q) {
-		wait_until_q(stream_released, q, q);
+		gmx_q_wait_until_q(gmx_q_stream_released, q, q);
 		out = q->ptds ? q->real : s;
 		*err = q->deferred;
 		q->deferred = CUDA_SUCCESS;
-	} else if (g.queued > 0 && is_legacy(s, ptsz)) {
-		wait_until(all_released, NULL);
+	} else if (gmx_q.queued > 0 && gmx_q_is_legacy(s, ptsz)) {
+		gmx_q_wait_until(gmx_q_all_released, NULL);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 	return out;
 }
 
@@ -788,11 +287,11 @@ CUstream gmx_shim_stream_barrier(CUstream s, int ptsz)
 	CUresult err;
 	CUstream out = gmx_shim_stream_flush(s, ptsz, &err);
 	if (err != CUDA_SUCCESS) { /* keep the error for the next synchronisation */
-		pthread_mutex_lock(&g.lock);
-		gmx_sq *q = sq_find(s, ptsz, 0);
+		pthread_mutex_lock(&gmx_q.lock);
+		gmx_sq *q = gmx_q_sq_find(s, ptsz, 0);
 		if (q && q->deferred == CUDA_SUCCESS)
 			q->deferred = err;
-		pthread_mutex_unlock(&g.lock);
+		pthread_mutex_unlock(&gmx_q.lock);
 	}
 	return out;
 }
@@ -803,12 +302,12 @@ CUresult gmx_shim_stream_pending(CUstream s, int ptsz, CUstream *out)
 	*out = s;
 	if (gmx_shim_policy->passthrough)
 		return CUDA_SUCCESS;
-	pthread_mutex_lock(&g.lock);
-	pump();
-	gmx_sq *q = sq_find(s, ptsz, 0);
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_pump();
+	gmx_sq *q = gmx_q_sq_find(s, ptsz, 0);
 	CUresult r = CUDA_SUCCESS;
 	if (q) {
-		if (!stream_released(q))
+		if (!gmx_q_stream_released(q))
 			r = CUDA_ERROR_NOT_READY;
 		else if (q->deferred != CUDA_SUCCESS) {
 			r = q->deferred;
@@ -817,7 +316,7 @@ CUresult gmx_shim_stream_pending(CUstream s, int ptsz, CUstream *out)
 		if (q->ptds)
 			*out = q->real;
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 	return r;
 }
 
@@ -826,11 +325,11 @@ void gmx_shim_stream_forget(CUstream s)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&g.lock);
-	gmx_sq *q = sq_find(s, 0, 0);
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_sq *q = gmx_q_sq_find(s, 0, 0);
 	if (q && q->kind != SQ_LEGACY && !q->ptds) {
-		wait_until(stream_retired, q);
-		for (gmx_sq **pp = &g.queues; *pp; pp = &(*pp)->next)
+		gmx_q_wait_until(gmx_q_stream_retired, q);
+		for (gmx_sq **pp = &gmx_q.queues; *pp; pp = &(*pp)->next)
 			if (*pp == q) {
 				*pp = q->next;
 				break;
@@ -844,11 +343,11 @@ void gmx_shim_stream_forget(CUstream s)
 		q->ctx = NULL;
 		q->npool = 0;
 		q->kind = SQ_NONBLOCKING;
-		q->next = g.retired;
-		g.retired = q;
-		g.gen++;
+		q->next = gmx_q.retired;
+		gmx_q.retired = q;
+		gmx_q.gen++;
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 int gmx_shim_event_pending(CUevent e)
@@ -856,11 +355,11 @@ int gmx_shim_event_pending(CUevent e)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return 0;
-	pthread_mutex_lock(&g.lock);
-	pump();
-	evinfo_t *x = ev_lookup(e, 0);
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_pump();
+	evinfo_t *x = gmx_q_ev_lookup(e, 0);
 	int pending = x && x->pending > 0;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 	return pending;
 }
 
@@ -869,15 +368,15 @@ void gmx_shim_event_flush(CUevent e, int forget)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&g.lock);
-	evinfo_t *x = ev_lookup(e, 0);
+	pthread_mutex_lock(&gmx_q.lock);
+	evinfo_t *x = gmx_q_ev_lookup(e, 0);
 	if (!forget)
 		note_host_wait();
 	if (x)
-		wait_until(event_released, x);
+		gmx_q_wait_until(gmx_q_event_released, x);
 	if (x && forget)
-		ev_remove(e);
-	pthread_mutex_unlock(&g.lock);
+		gmx_q_ev_remove(e);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 void gmx_shim_drain_all(void)
@@ -887,11 +386,11 @@ void gmx_shim_drain_all(void)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gmx_q.lock);
 	note_host_wait();
-	if (g.queued > 0)
-		wait_until(all_released, NULL);
-	pthread_mutex_unlock(&g.lock);
+	if (gmx_q.queued > 0)
+		gmx_q_wait_until(gmx_q_all_released, NULL);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 void gmx_shim_queue_quiesce(void)
@@ -899,36 +398,36 @@ void gmx_shim_queue_quiesce(void)
 	if (GMX_LIKELY(gmx_shim_policy != NULL && gmx_shim_policy->passthrough))
 		return;
 	ensure_init();
-	pthread_mutex_lock(&g.lock);
-	while (g.inflight > 0) {
-		reap();
-		if (g.inflight == 0)
+	pthread_mutex_lock(&gmx_q.lock);
+	while (gmx_q.inflight > 0) {
+		gmx_q_reap();
+		if (gmx_q.inflight == 0)
 			break;
-		timed_wait(&g.cv_done);
+		gmx_q_timed_wait(&gmx_q.cv_done);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 void gmx_shim_queue_kick(void)
 {
-	pthread_mutex_lock(&g.lock);
-	if (g.queued > 0) {
-		ensure_dispatcher();
-		pthread_cond_signal(&g.cv_work);
+	pthread_mutex_lock(&gmx_q.lock);
+	if (gmx_q.queued > 0) {
+		gmx_q_ensure_dispatcher();
+		pthread_cond_signal(&gmx_q.cv_work);
 	}
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 /* ---- fork ---- */
 
 void gmx_shim_queue_atfork_prepare(void)
 {
-	pthread_mutex_lock(&g.lock);
+	pthread_mutex_lock(&gmx_q.lock);
 }
 
 void gmx_shim_queue_atfork_parent(void)
 {
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 /* The child has one thread (the one that forked, which holds the lock: prepare) and none of
@@ -938,26 +437,38 @@ void gmx_shim_queue_atfork_parent(void)
  * do not exist here, so they alone are initialised afresh. */
 void gmx_shim_queue_atfork_child(void)
 {
-	pthread_cond_init(&g.cv_work, NULL);
-	pthread_cond_init(&g.cv_done, NULL);
-	g.queues = NULL;
-	__atomic_store_n(&g.queued, 0, __ATOMIC_RELAXED);
-	g.inflight = 0;
-	g.dispatcher = 0;
-	g.disp_idle = 0;
-	g.captures = 0;
-	g.free_cmds = NULL;
-	g.gen++;
-	memset(g.ev, 0, sizeof g.ev);
+	pthread_cond_init(&gmx_q.cv_work, NULL);
+	pthread_cond_init(&gmx_q.cv_done, NULL);
+	gmx_q.queues = NULL;
+	__atomic_store_n(&gmx_q.queued, 0, __ATOMIC_RELAXED);
+	gmx_q.inflight = 0;
+	gmx_q.dispatcher = 0;
+	gmx_q.disp_idle = 0;
+	gmx_q.captures = 0;
+	gmx_q.free_cmds = NULL;
+	gmx_q.gen++;
+	memset(gmx_q.ev, 0, sizeof gmx_q.ev);
 	gmx_shim__fn_abandon();
 	tl_last_q = NULL;
 	tl_disp_ctx = NULL;
-	pthread_mutex_unlock(&g.lock);
+	pthread_mutex_unlock(&gmx_q.lock);
 }
 
 int gmx_shim_straight(CUstream s, int ptsz)
 {
-	/* g.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
-	return __atomic_load_n(&g.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !is_ptds(s, ptsz) &&
-	       __atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) == 0;
+	/* gmx_q.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
+	return __atomic_load_n(&gmx_q.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !gmx_q_is_ptds(s, ptsz) &&
+	       __atomic_load_n(&gmx_q.queued, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* The queue's counts, in the shim log when the process ends (tests read them: which thread
+ * released, how many completion events were recorded in the driver). */
+__attribute__((destructor)) static void report(void)
+{
+	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu",
+		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded);
+	pthread_mutex_unlock(&gmx_q.lock);
 }

@@ -88,6 +88,35 @@ lease_long)
     [ "$l" -ge 11990 ] || fail "only $l commands released under the lease"
     [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
     ;;
+lease_fast)
+    # The leased path's own cost (counted, not timed: the shim's log line at exit). A client
+    # alone under its lease launches kernels of zero length: each launch goes to the driver from
+    # the calling thread (no command copy, no queue, no dispatcher), and completion is seen by
+    # the stream's query, so no completion event is recorded in the driver at all (a kernel is
+    # complete by the next launch). Its completions all reach the daemon (none held back).
+    start_daemon "policy = fikit"
+    # It launches once connected and holding its lease (fikit leases the best priority at once),
+    # so that no launch waits for the first grant behind a notice.
+    rm -f "$R/go"
+    client zero 3 -- --kernels z:0 --count 3000 --sync-every 64 --start-when "$R/go"
+    for _ in $(seq 400); do
+        grep -q "^ready$" "$R/zero.out" 2>/dev/null &&
+            "$G" status --json | jq -e '[.clients[] | select(.name == "zero") | .lease_inflight] | add > 0' >/dev/null && break
+        sleep 0.05
+    done
+    touch "$R/go"
+    wait $PID_zero
+    check_order zero
+    line=$(grep -h 'queue released' "$R/zero.shim")
+    echo "zero: $line"
+    num() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+    [ -n "$line" ] || fail "no 'queue released' line in the shim log"
+    [ "$(num leased_straight)" = 3000 ] || fail "$(num leased_straight) of 3000 launches went straight under the lease"
+    [ "$(num dispatcher)" -le 1 ] || fail "$(num dispatcher) commands were released by the dispatcher thread (expected at most the event record that connected it)"
+    [ "$(num completion_events)" = 0 ] || fail "$(num completion_events) completion events recorded for kernels complete by the next launch"
+    st=$("$G" status --json)
+    [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
+    ;;
 profiles)
     # The profile store: a task measured under fikit leaves its profile in profile_dir when
     # its last client disconnects, whoever else is still connected; a restarted daemon loads it for the next client of that name instead of

@@ -28,13 +28,13 @@ static void bound_holds_then_releases(void **state)
 	assert_int_equal(l.last_seq, 11);
 	/* At the bound: wait for a leased completion rather than ask the daemon. */
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_HOLD);
-	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_completed(&l, 10), 1);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
 	/* A migration or a restart blocks leased releases. */
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 1, 0), GMX_LEASE_HOLD);
-	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_completed(&l, 11), 1);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 1, 0), GMX_LEASE_ASK);
-	gmx_shim_lease_completed(&l); /* never below zero */
+	assert_int_equal(gmx_shim_lease_completed(&l, 11), 0); /* never twice, never below zero */
 	assert_int_equal(l.now, 0);
 }
 
@@ -68,10 +68,42 @@ static void granted_count(void **state)
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_RELEASE);
 	gmx_shim_lease_released(&l, 7);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_HOLD);
-	gmx_shim_lease_completed(&l);
+	assert_int_equal(gmx_shim_lease_completed(&l, 7), 1);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 2), GMX_LEASE_HOLD);
 	gmx_shim_lease_apply(&l, 1, 0);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 1), GMX_LEASE_HOLD);
+}
+
+/* The book knows which commands in flight are leased (the seq table then holds none of them):
+ * a completion of another command (granted, or unknown) is not counted against the lease, and
+ * leased ones may complete in any order. */
+static void leased_seqs(void **state)
+{
+	(void)state;
+	static gmx_shim_lease_t l;
+	gmx_shim_lease_apply(&l, 3, 0);
+	gmx_shim_lease_released(&l, 1);
+	gmx_shim_lease_released(&l, 2);
+	gmx_shim_lease_released(&l, 5);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_HOLD);
+	assert_int_equal(gmx_shim_lease_completed(&l, 3), 0); /* granted, not leased */
+	assert_int_equal(l.now, 3);
+	assert_int_equal(gmx_shim_lease_completed(&l, 2), 1);
+	assert_int_equal(l.now, 2);
+	assert_int_equal(l.seqs[0], 1);
+	assert_int_equal(l.seqs[1], 5);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+	assert_int_equal(gmx_shim_lease_completed(&l, 5), 1);
+	assert_int_equal(gmx_shim_lease_completed(&l, 1), 1);
+	assert_int_equal(gmx_shim_lease_completed(&l, 1), 0);
+	assert_int_equal(l.now, 0);
+	/* Never more in flight than the book can name: held at its size whatever the bound. */
+	gmx_shim_lease_apply(&l, GMX_LEASE_SEQS + 10, 0);
+	for (uint64_t s = 100; s < 100 + GMX_LEASE_SEQS; s++)
+		gmx_shim_lease_released(&l, s);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_HOLD);
+	assert_int_equal(gmx_shim_lease_completed(&l, 100 + GMX_LEASE_SEQS - 1), 1);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
 }
 
 int main(void)
@@ -81,6 +113,7 @@ int main(void)
 	    cmocka_unit_test(bound_holds_then_releases),
 	    cmocka_unit_test(end_and_revoke),
 	    cmocka_unit_test(granted_count),
+	    cmocka_unit_test(leased_seqs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

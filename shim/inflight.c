@@ -1,0 +1,192 @@
+/*
+ * What was released and has not completed: each queue's ring of in-flight commands, bounded
+ * (GPUMUX_SHIM_INFLIGHT) so that a held process stops within a few kernels.
+ *
+ * Completion is tracked without a driver call per command where the stream allows it. A command
+ * released onto an application stream gets no event: the stream's query says when it and
+ * everything before it completed, and a leased launch asks it only when the lease's bound holds
+ * (short kernels: one query retires several). While a look found the stream's work still
+ * running (a pipeline), each release first records an event marking what it follows (exactly the
+ * earlier commands), so each completion is seen as it happens. The legacy stream (whose handle
+ * means the current context's) gets an event after each command.
+ */
+#define _GNU_SOURCE
+#include "queue_internal.h"
+
+#include <stdlib.h>
+
+static void retire_oldest(gmx_sq *q, CUresult r);
+
+/* Nonzero when q's in-flight commands are tracked lazily (gmx_q_mark_tail): an application stream or
+ * the shim's per-thread one, whose handle names the same stream whatever the current context. */
+static int lazy_tracked(const gmx_sq *q)
+{
+	return q->kind != SQ_LEGACY;
+}
+
+/* A completion event of q's context: a spare one, or a new one (NULL if the driver refuses). */
+static CUevent event_get(gmx_sq *q)
+{
+	if (q->npool > 0)
+		return q->pool[--q->npool];
+	CUevent e = NULL;
+	__typeof__(&cuEventCreate) mk = GMX_REAL(cuEventCreate);
+	if (!mk || mk(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		return NULL;
+	return e;
+}
+
+/* Keeps e for reuse (or destroys it when the pool cannot grow). */
+static void event_put(gmx_sq *q, CUevent e)
+{
+	if (q->npool == q->cappool) {
+		int cap = q->cappool ? q->cappool * 2 : 8;
+		CUevent *np = realloc(q->pool, (size_t)cap * sizeof *np);
+		if (np) {
+			q->pool = np;
+			q->cappool = cap;
+		}
+	}
+	if (q->npool < q->cappool) {
+		q->pool[q->npool++] = e;
+	} else {
+		__typeof__(&cuEventDestroy_v2) destroy = GMX_REAL(cuEventDestroy_v2);
+		if (destroy)
+			destroy(e);
+	}
+}
+
+
+/* Nonzero when q's newest in-flight command has no completion event yet. */
+int gmx_q_tail_unmarked(const gmx_sq *q)
+{
+	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max];
+}
+
+/* Before a command is released onto q: if q's newest in-flight command has no completion event,
+ * records one now, so that it marks exactly the commands before the one about to go; unless the
+ * stream's query (skipped when the caller just saw it busy) finds them all complete already
+ * (short kernels, or a stream the application synchronised): they are retired instead. Lock
+ * held. */
+void gmx_q_mark_tail(gmx_sq *q, int known_busy)
+{
+	if (!gmx_q_tail_unmarked(q))
+		return;
+	if (!known_busy) {
+		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+		q->busy = sr == CUDA_ERROR_NOT_READY;
+		if (sr != CUDA_ERROR_NOT_READY) {
+			while (q->rlen > 0)
+				retire_oldest(q, sr);
+			return;
+		}
+	}
+	CUevent e = event_get(q);
+	__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
+	if (!e)
+		return;
+	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
+		q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max] = e;
+		gmx_q.events_recorded++;
+	} else {
+		event_put(q, e);
+	}
+}
+
+/* Books command seq, just released onto q, as in flight: lazily (no event) on an application
+ * stream, else with an event recorded after it. 1 if tracked, 0 if it could not be. Lock held. */
+int gmx_q_track(gmx_sq *q, uint64_t seq)
+{
+	CUevent e = NULL;
+	if (!lazy_tracked(q)) {
+		__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
+		e = event_get(q);
+		if (!e)
+			return 0;
+		if (!rec || rec(e, q->real) != CUDA_SUCCESS) {
+			event_put(q, e);
+			return 0;
+		}
+		gmx_q.events_recorded++;
+	}
+	int at = (q->rhead + q->rlen) % gmx_q.inflight_max;
+	q->ring[at] = e;
+	q->ring_seq[at] = seq;
+	q->rlen++;
+	gmx_q.inflight++;
+	return 1;
+}
+
+/* Retires q's oldest in-flight command (r: its completion status) without telling the policy;
+ * its seq. Lock held. */
+static uint64_t retire_quiet(gmx_sq *q, CUresult r)
+{
+	CUevent e = q->ring[q->rhead];
+	uint64_t seq = q->ring_seq[q->rhead];
+	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
+		q->deferred = r;
+	q->rhead = (q->rhead + 1) % gmx_q.inflight_max;
+	q->rlen--;
+	gmx_q.inflight--;
+	if (e)
+		event_put(q, e);
+	return seq;
+}
+
+/* Retires q's oldest in-flight command (r: its completion status). Lock held. */
+static void retire_oldest(gmx_sq *q, CUresult r)
+{
+	uint64_t seq = retire_quiet(q, r);
+	if (gmx_shim_policy->completed)
+		gmx_shim_policy->completed(gmx_shim_policy->self, seq);
+}
+
+/* Retires completed in-flight commands: oldest first, each by its event, and a command without
+ * one (with all after it) once its stream is idle. Lock held. */
+void gmx_q_reap(void)
+{
+	if (gmx_q.inflight == 0)
+		return;
+	__typeof__(&cuEventQuery) query = GMX_REAL(cuEventQuery);
+	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+	for (gmx_sq *q = gmx_q.queues; q; q = q->next) {
+		while (q->rlen > 0) {
+			CUevent e = q->ring[q->rhead];
+			CUresult r = e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
+			if (r == CUDA_ERROR_NOT_READY) {
+				q->busy = 1;
+				break;
+			}
+			if (e) {
+				retire_oldest(q, r);
+				continue;
+			}
+			q->busy = 0;
+			while (q->rlen > 0) /* the stream is idle: everything released onto it completed */
+				retire_oldest(q, r);
+		}
+	}
+}
+
+
+/* When q's newest in-flight command has no event and the stream's query finds it idle: retires
+ * all of q's in-flight commands, the first GMX_DONE_BATCH into done[] without telling the policy
+ * (the caller does), the rest through completed(). How many went into done[]. Lock held. */
+unsigned gmx_q_collect_idle(gmx_sq *q, uint64_t done[GMX_DONE_BATCH])
+{
+	if (!gmx_q_tail_unmarked(q))
+		return 0;
+	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+	CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
+	q->busy = sr == CUDA_ERROR_NOT_READY;
+	unsigned nd = 0;
+	while (!q->busy && q->rlen > 0) {
+		if (nd < GMX_DONE_BATCH)
+			done[nd++] = retire_quiet(q, sr);
+		else
+			retire_oldest(q, sr);
+	}
+	return nd;
+}
+

@@ -1,0 +1,323 @@
+/* Releasing queued work to the driver: the ordering rules, the policy's say, the leased fast
+ * path; the dispatcher thread, and waiting (pumping) until a condition holds. */
+#define _GNU_SOURCE
+#include "queue_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int gmx_q_counted(gmx_cmd_kind_t k)
+{
+	return k != GMX_CMD_EVENT_RECORD && k != GMX_CMD_STREAM_WAIT;
+}
+
+/* Nonzero once every command of q with seq <= s has been released. */
+static int released_through(const gmx_sq *q, uint64_t s)
+{
+	return !q->head || q->head->info.seq > s;
+}
+
+static int deps_met(const gmx_cmd *c)
+{
+	const gmx_sq *q = c->q;
+	if (c->dep_q && !released_through(c->dep_q, c->dep_seq))
+		return 0;
+	if (q->kind == SQ_NONBLOCKING)
+		return 1;
+	for (const gmx_sq *o = gmx_q.queues; o; o = o->next) {
+		if (o == q || o->ctx != q->ctx)
+			continue;
+		if (q->kind == SQ_LEGACY && o->kind == SQ_BLOCKING && !released_through(o, c->info.seq))
+			return 0;
+		if (q->kind == SQ_BLOCKING && o->kind == SQ_LEGACY && !released_through(o, c->info.seq))
+			return 0;
+	}
+	return 1;
+}
+
+int gmx_q_can_release(const gmx_cmd *c)
+{
+	if (gmx_q_counted(c->info.kind) && gmx_q.inflight >= gmx_q.inflight_max)
+		return 0;
+	if (!deps_met(c))
+		return 0;
+	return gmx_shim_policy->may_release(gmx_shim_policy->self, &c->info);
+}
+
+void gmx_q_cmd_free(gmx_cmd *c)
+{
+	c->next = gmx_q.free_cmds;
+	gmx_q.free_cmds = c;
+}
+
+/* Releases the head of q (which gmx_q_can_release approved). Lock held. */
+void gmx_q_release_head(gmx_sq *q)
+{
+	gmx_cmd *c = q->head;
+	if (tl_dispatcher && tl_disp_ctx != q->ctx) {
+		__typeof__(&cuCtxSetCurrent) set = GMX_REAL(cuCtxSetCurrent);
+		if (set && set(q->ctx) == CUDA_SUCCESS)
+			tl_disp_ctx = q->ctx;
+	}
+	int tracks = gmx_q_counted(c->info.kind) && !gmx_q.untracked;
+	if (tracks)
+		gmx_q_mark_tail(q, 0);
+	CUresult r = gmx_shim__cmd_call_driver(c, q->real);
+	q->head = c->next;
+	if (!q->head)
+		q->tail = NULL;
+	__atomic_sub_fetch(&gmx_q.queued, 1, __ATOMIC_RELAXED); /* read without the lock: enqueue */
+	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
+		q->deferred = r;
+	if (c->evi)
+		c->evi->pending--;
+	int tracked = r == CUDA_SUCCESS && tracks && gmx_q_track(q, c->info.seq);
+	if (tl_dispatcher)
+		gmx_q.released_dispatcher++;
+	else
+		gmx_q.released_caller++;
+	if (gmx_shim_policy->released)
+		gmx_shim_policy->released(gmx_shim_policy->self, &c->info);
+	/* What no completion event tracks (event records, stream waits, a release the driver
+	 * refused, an event that could not be recorded) is complete for the policy now: a
+	 * policy that counts released work (the daemon) must not wait for it forever. */
+	if (!tracked && gmx_shim_policy->completed)
+		gmx_shim_policy->completed(gmx_shim_policy->self, c->info.seq);
+	gmx_shim__cmd_log(c, r);
+	gmx_q_cmd_free(c);
+}
+
+/* Releases whatever may go now; a caller thread only touches its current context's queues
+ * (releasing into another context would change the caller's current context). Lock held. */
+int gmx_q_pump(void)
+{
+	gmx_q_reap();
+	CUcontext mine = tl_dispatcher ? NULL : gmx_q_current_ctx();
+	int any = 0, progress = 1;
+	while (progress) {
+		progress = 0;
+		for (gmx_sq *q = gmx_q.queues; q; q = q->next) {
+			if (!tl_dispatcher && q->ctx != mine)
+				continue;
+			while (q->head && gmx_q_can_release(q->head)) {
+				gmx_q_release_head(q);
+				progress = any = 1;
+			}
+		}
+		if (progress)
+			gmx_q_reap();
+	}
+	if (any)
+		pthread_cond_broadcast(&gmx_q.cv_done);
+	return any;
+}
+
+void gmx_q_timed_wait(pthread_cond_t *cv)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += gmx_q.poll_ns;
+	while (ts.tv_nsec >= 1000000000L) {
+		ts.tv_nsec -= 1000000000L;
+		ts.tv_sec++;
+	}
+	pthread_cond_timedwait(cv, &gmx_q.lock, &ts);
+}
+
+static void *dispatcher_main(void *arg)
+{
+	(void)arg;
+	tl_dispatcher = 1;
+	pthread_mutex_lock(&gmx_q.lock);
+	for (;;) {
+		gmx_q_pump();
+		if (gmx_q.queued == 0 && gmx_q.inflight == 0) {
+			gmx_q.disp_idle = 1;
+			pthread_cond_wait(&gmx_q.cv_work, &gmx_q.lock);
+			gmx_q.disp_idle = 0;
+		} else
+			gmx_q_timed_wait(&gmx_q.cv_work);
+	}
+	return NULL;
+}
+
+/* Starts the dispatcher once work has to wait (for a grant, a slot, or another thread). */
+void gmx_q_ensure_dispatcher(void)
+{
+	if (gmx_q.dispatcher)
+		return;
+	pthread_t t;
+	pthread_attr_t a;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, dispatcher_main, NULL) == 0)
+		gmx_q.dispatcher = 1;
+	else
+		fprintf(stderr, "gpumux shim: cannot start the dispatcher thread; queued work is "
+				"released only from API calls\n");
+	pthread_attr_destroy(&a);
+}
+
+/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
+ * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
+ * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
+ * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
+ * them (gmx_q_stream_retired). 1 if it waited. Lock held. */
+static int wait_oldest(gmx_sq *q)
+{
+	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
+	__typeof__(&cuStreamSynchronize) ss = GMX_REAL(cuStreamSynchronize);
+	if (!q || !q->head || q->rlen == 0 || gmx_q.inflight < gmx_q.inflight_max || !es || !ss)
+		return 0;
+	CUevent e = q->ring[q->rhead];
+	CUstream s = q->real;
+	q->syncers++;
+	pthread_mutex_unlock(&gmx_q.lock);
+	if (e)
+		es(e);
+	else /* no event: the stream's newest in flight (gmx_q_mark_tail), so the stream itself */
+		ss(s);
+	pthread_mutex_lock(&gmx_q.lock);
+	q->syncers--;
+	return 1;
+}
+
+/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
+ * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
+void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
+{
+	while (!done(arg)) {
+		gmx_q_pump();
+		if (done(arg))
+			break;
+		if (wait_oldest(q))
+			continue;
+		gmx_q_ensure_dispatcher();
+		pthread_cond_signal(&gmx_q.cv_work);
+		gmx_q_timed_wait(&gmx_q.cv_done);
+	}
+}
+
+void gmx_q_wait_until(int (*done)(const void *), const void *arg)
+{
+	gmx_q_wait_until_q(done, arg, NULL);
+}
+
+/* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */
+int gmx_q_stream_released(const void *arg)
+{
+	const gmx_sq *q = arg;
+	if (q->head)
+		return 0;
+	if (q->kind == SQ_NONBLOCKING)
+		return 1;
+	for (const gmx_sq *o = gmx_q.queues; o; o = o->next)
+		if (o->ctx == q->ctx && o->head &&
+		    ((q->kind == SQ_LEGACY && o->kind == SQ_BLOCKING) || o->kind == SQ_LEGACY))
+			return 0;
+	return 1;
+}
+
+int gmx_q_all_released(const void *arg)
+{
+	(void)arg;
+	return gmx_q.queued == 0;
+}
+
+int gmx_q_stream_retired(const void *arg)
+{
+	const gmx_sq *q = arg;
+	if (!gmx_q_stream_released(arg))
+		return 0;
+	if (q->rlen > 0)
+		gmx_q_reap();
+	return q->rlen == 0 && q->syncers == 0;
+}
+
+int gmx_q_event_released(const void *arg)
+{
+	const evinfo_t *x = arg;
+	return x->pending == 0;
+}
+
+/* ---- the interface used by the hooks ---- */
+
+gmx_cmd *gmx_q_cmd_alloc(void)
+{
+	gmx_cmd *c = gmx_q.free_cmds;
+	if (c) {
+		/* Only what enqueue does not always write is reset (the whole command is ~480
+		 * bytes; its buffers are kept): r is copied, cfg and extra are written where read. */
+		gmx_q.free_cmds = c->next;
+		memset(&c->info, 0, sizeof c->info);
+		c->fi = NULL;
+		c->evi = NULL;
+		c->dep_q = NULL;
+		c->dep_seq = 0;
+		return c;
+	}
+	return calloc(1, sizeof *c);
+}
+
+/* A launch on stream s (queue q) released under the policy's lease straight from the caller's
+ * arguments: nothing of the process is queued, so no ordering rule can hold it, and nothing is
+ * copied. Completions the lease's bound waits for are reaped here first. The driver's result,
+ * or GMX_SHIM_DIRECT when it must be queued (not a launch, another context, the in-flight bound,
+ * no lease or its bound). Lock held. */
+CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
+{
+	if (req->kind != GMX_CMD_LAUNCH && req->kind != GMX_CMD_LAUNCH_COOP && req->kind != GMX_CMD_LAUNCH_EX)
+		return GMX_SHIM_DIRECT;
+	if (gmx_q.inflight >= gmx_q.inflight_max)
+		gmx_q_reap();
+	if (gmx_q.inflight >= gmx_q.inflight_max || q->ctx != gmx_q_current_ctx())
+		return GMX_SHIM_DIRECT;
+	if (gmx_shim_log_fd >= 0 && req->extra)
+		return GMX_SHIM_DIRECT; /* its log line shows the copy of the extra buffer */
+	CUresult err = CUDA_SUCCESS;
+	fninfo_t *fi = gmx_shim__fn_lookup(req->f, &err);
+	if (!fi)
+		return err; /* a handle the driver rejects, reported as the queue would */
+	gmx_shim_cmd_t info = {.kind = req->kind, .seq = gmx_q.seq + 1, .stream = (uintptr_t)s, .name = fi->name};
+	if (req->kind == GMX_CMD_LAUNCH_EX) {
+		const CUlaunchConfig *cf = req->cfg;
+		info.grid[0] = cf->gridDimX, info.grid[1] = cf->gridDimY, info.grid[2] = cf->gridDimZ;
+		info.block[0] = cf->blockDimX, info.block[1] = cf->blockDimY, info.block[2] = cf->blockDimZ;
+		info.shared_mem = cf->sharedMemBytes;
+	} else {
+		memcpy(info.grid, req->grid, sizeof info.grid);
+		memcpy(info.block, req->block, sizeof info.block);
+		info.shared_mem = req->shmem;
+	}
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	int d = p->lease_release(p->self, &info, NULL, 0);
+	if (d == GMX_GRANT_HELD && gmx_q.inflight > 0) {
+		/* The bound waits for a completion not yet seen: one query of the stream says whether
+		 * all of it completed, and those completions reach the policy with the decision. */
+		uint64_t done[GMX_DONE_BATCH];
+		unsigned nd = gmx_q_collect_idle(q, done);
+		if (nd == 0)
+			gmx_q_reap();
+		d = p->lease_release(p->self, &info, done, nd);
+	}
+	if (d != GMX_GRANT_LEASED)
+		return GMX_SHIM_DIRECT;
+	gmx_q.seq++;
+	/* Work seen still running at the last look (a pipeline): mark what this one follows, so
+	 * each completion is seen as it happens. Short kernels are left unmarked: the next query
+	 * finds them all complete at once. */
+	if (q->busy)
+		gmx_q_mark_tail(q, 0);
+	CUresult r = gmx_shim__req_call_driver(req, q->real);
+	int tracked = r == CUDA_SUCCESS && gmx_q_track(q, info.seq);
+	gmx_q.released_leased++;
+	gmx_shim__req_log(&info, fi, req->params, r);
+	if (p->released)
+		p->released(p->self, &info);
+	if (!tracked && p->completed)
+		p->completed(p->self, info.seq);
+	return r;
+}
+
