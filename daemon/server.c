@@ -254,7 +254,7 @@ static void tell_cut(const client_t *c)
 void gmxd__tick(int64_t now)
 {
 	int64_t limit = SRV.cfg->unresponsive_ms * 1000000LL;
-	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
 		if (c->used && !c->dead && !c->cut && (c->inflight > 0 || c->evicts > 0) &&
 		    now - c->last_progress > limit) {
@@ -281,6 +281,12 @@ int gmxd__check(char *err, size_t err_len)
 	uint32_t evicts = 0;
 	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
 		const client_t *c = &SRV.cl[t];
+		int live = (SRV.live[t / 64] >> (t % 64)) & 1;
+		if (live != (c->used && !c->dead)) {
+			snprintf(err, err_len, "slot %u: %s, but %s in the live set", t,
+				 c->used ? (c->dead ? "departed" : "in use") : "free", live ? "" : "not");
+			return -EFAULT;
+		}
 		if (!c->used)
 			continue;
 		uint32_t q = 0, g = 0, o = 0;
@@ -433,21 +439,21 @@ static int setup_socket(void)
 	return 0;
 }
 
-/* Announces sleep on every up ring; nonzero if one already has entries. */
-static int prepare_sleep(void)
+/* Announces sleep on every live up ring (deep: any entry wakes the loop, batched ones
+ * included); nonzero if one already has entries. */
+static int prepare_sleep(int deep)
 {
 	int busy = 0;
-	for (int t = 0; t < GMX_MAX_TASKS; t++)
-		if (SRV.cl[t].used && !SRV.cl[t].dead && gmx_ring_prepare_sleep(&SRV.cl[t].region->up))
-			busy = 1;
+	GMXD_FOR_LIVE(t)
+	if (gmx_ring_prepare_sleep_as(&SRV.cl[t].region->up, deep ? GMX_RING_WAIT_ANY : GMX_RING_WAIT_BATCH))
+		busy = 1;
 	return busy;
 }
 
 static void end_sleep(void)
 {
-	for (int t = 0; t < GMX_MAX_TASKS; t++)
-		if (SRV.cl[t].used && !SRV.cl[t].dead)
-			__atomic_store_n(&SRV.cl[t].region->up.waiting, 0, __ATOMIC_RELAXED);
+	GMXD_FOR_LIVE(t)
+	__atomic_store_n(&SRV.cl[t].region->up.waiting, 0, __ATOMIC_RELAXED);
 }
 
 static void notify_systemd(void)
@@ -528,30 +534,93 @@ int gmxd_run(const gmxd_config_t *cfg)
 	notify_systemd();
 
 	int64_t spin_ns = cfg->spin_us * 1000LL, idle_since = gmxd__now_ns();
+	int pwait2 = 1; /* epoll_pwait2 (ns timeouts): else the timerfd carries the policy's timer */
+	int quiet_drains = GMXD_QUIET_DRAINS, timed_drain = 0; /* timed reads of batches in a row that found none */
 	while (!SRV.stop) {
-		int busy = gmxd__poll_rings() > 0;
+		SRV.loop.iterations++;
+		int got = gmxd__poll_rings();
 		int64_t now = gmxd__now_ns();
-		if (busy)
+		/* The policy's timer, once what the rings said before it is read. */
+		if (SRV.timer_at && SRV.timer_at <= now) {
+			SRV.timer_at = 0;
+			SRV.loop.timer_fires++;
+			gmxd__timer_fired();
+		}
+		int busy = got > 0;
+		if (busy) {
+			if (idle_since != now && now - idle_since < spin_ns)
+				SRV.loop.spin_hits++; /* the spin found this batch */
 			idle_since = now;
+		}
 		if (SRV.listen_paused_until && now >= SRV.listen_paused_until) {
 			SRV.listen_paused_until = 0;
 			gmxd__ep_add(SRV.lfd, EV_LISTEN, 0);
 		}
-		int timeout = -1;
-		for (int t = 0; t < GMX_MAX_TASKS; t++)
-			if (SRV.cl[t].used && !SRV.cl[t].dead && (SRV.cl[t].inflight || SRV.cl[t].evicts))
-				timeout = 100; /* liveness checks while someone holds work */
+		/* Housekeeping (liveness, pending connections, profile saves) every 10 ms while the
+		 * loop turns, at once when a client was marked cut. */
+		if (SRV.cut_pending || now >= SRV.tick_due) {
+			SRV.cut_pending = 0;
+			SRV.tick_due = now + GMXD_TICK_NS;
+			gmxd__tick(now);
+		}
+		int64_t timeout = -1; /* ns */
+		GMXD_FOR_LIVE(t)
+		if (SRV.cl[t].inflight || SRV.cl[t].evicts)
+			timeout = 100000000; /* liveness checks while someone holds work */
 		if (SRV.n_pend || SRV.listen_paused_until)
-			timeout = 100;
-		if (gmxd__leases_active()) /* leased work is reported in batches: read them */
-			timeout = GMXD_LEASE_DRAIN_MS;
-		timeout = gmxd__http_timeout(timeout);
-		int sleep_ok = !busy && now - idle_since >= spin_ns;
-		if (sleep_ok && prepare_sleep())
-			sleep_ok = 0;
+			timeout = 100000000;
+		/* Leased work is reported in batches that do not wake the loop: read them every
+		 * GMXD_LEASE_DRAIN_MS while they come. After GMXD_QUIET_DRAINS such reads in a row
+		 * found nothing, the loop sleeps deep: the next entry of any kind wakes it
+		 * (gmx_ring_push_batched), so an idle leased client costs no wake-ups. */
+		if (busy)
+			quiet_drains = 0;
+		else if (timed_drain)
+			quiet_drains++;
+		int deep = quiet_drains >= GMXD_QUIET_DRAINS;
+		timed_drain = !deep && gmxd__leases_active();
+		if (timed_drain)
+			timeout = GMXD_LEASE_DRAIN_MS * 1000000LL;
+		if (SRV.timer_at) {
+			int64_t left = SRV.timer_at > now ? SRV.timer_at - now : 0;
+			if (timeout < 0 || left < timeout)
+				timeout = left;
+		}
+		int hms = gmxd__http_timeout(timeout < 0 ? -1 : (int)((timeout + 999999) / 1000000));
+		if (hms >= 0 && (timeout < 0 || hms * 1000000LL < timeout))
+			timeout = hms * 1000000LL;
+		int sleep_ok = !busy && now - idle_since >= spin_ns && timeout != 0;
+		if (!busy && !sleep_ok)
+			SRV.loop.spins++;
+		int prepared = 0;
+		if (sleep_ok) {
+			prepared = 1;
+			if (prepare_sleep(deep))
+				sleep_ok = 0;
+		}
 		struct epoll_event evs[64];
-		int n = epoll_wait(SRV.ep, evs, 64, sleep_ok ? timeout : 0);
-		end_sleep();
+		int n;
+		if (sleep_ok) {
+			SRV.loop.sleeps++;
+			SRV.loop.deep_sleeps += deep && timeout < 0;
+		}
+		int64_t wait_ns = sleep_ok ? timeout : 0;
+		if (pwait2) {
+			struct timespec ts = {wait_ns / 1000000000LL, wait_ns % 1000000000LL};
+			n = epoll_pwait2(SRV.ep, evs, 64, wait_ns < 0 ? NULL : &ts, NULL);
+			if (n < 0 && errno == ENOSYS) {
+				pwait2 = 0;
+				n = 0;
+			}
+		} else {
+			if (SRV.timer_at && SRV.timer_at != SRV.timer_armed)
+				gmxd__arm_timer(SRV.timer_at);
+			n = epoll_wait(SRV.ep, evs, 64, wait_ns < 0 ? -1 : (int)((wait_ns + 999999) / 1000000));
+		}
+		if (prepared)
+			end_sleep();
+		if (!sleep_ok && !busy && spin_ns)
+			SRV.loop.spin_ns += (uint64_t)(gmxd__now_ns() - now);
 		for (int i = 0; i < n; i++) {
 			int type = (int)(evs[i].data.u64 >> 32);
 			uint32_t idx = (uint32_t)evs[i].data.u64;
@@ -568,13 +637,8 @@ int gmxd_run(const gmxd_config_t *cfg)
 				break;
 			}
 			case EV_TIMER:
-				if (read(SRV.tfd, &v, sizeof v) > 0) {
-					SRV.timer_armed = 0;
-					if (SRV.timer_at > gmxd__now_ns())
-						gmxd__arm_timer(SRV.timer_at); /* asked for later since */
-					else
-						gmxd__timer_fired();
-				}
+				if (read(SRV.tfd, &v, sizeof v) > 0)
+					SRV.timer_armed = 0; /* the top of the loop fires the policy's timer */
 				break;
 			case EV_HTTP:
 				gmxd__http_run();
@@ -595,7 +659,6 @@ int gmxd_run(const gmxd_config_t *cfg)
 		}
 		if (SRV.http_due && gmxd__now_ns() >= SRV.http_due)
 			gmxd__http_run(); /* its connections' timeouts */
-		gmxd__tick(gmxd__now_ns());
 	}
 	gmxd__fini();
 	close_loop();
