@@ -83,6 +83,8 @@ void gmxd__cut(client_t *c, const char *why)
 	gmxd__cut_err(c, EPROTO, why);
 }
 
+static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
+
 /* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
 void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
 {
@@ -92,6 +94,11 @@ void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
 	if (gmx_ring_push(&c->region->down, e, &w) != 0) {
 		gmxd__cut(c, "its grant ring is full (it stopped reading)");
 		return;
+	}
+	if (e->type == GMX_DOWN_GRANT) {
+		dcmd_t *d = hash_take(c, e->seq, 0);
+		if (d)
+			d->gidx = ++c->g_pushed;
 	}
 	if (w) {
 		uint64_t one = 1;
@@ -192,7 +199,7 @@ int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 static void send_lease(client_t *c, uint32_t inflight, int64_t until)
 {
 	uint32_t id = ++c->lease_id;
-	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until};
+	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until, c->g_pushed};
 	if (inflight) {
 		c->leases_sent++;
 		SRV.total_leases++;
@@ -277,7 +284,6 @@ static void maybe_free_slot(client_t *c)
 		gmxd__free_slot(c);
 }
 
-static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
 
 /* Completes what was deferred during policy calls. */
 void gmxd__run_deferred(void)
@@ -357,6 +363,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 			d->state = D_ORPHAN; /* a queued one is still in the policy's queue */
 		}
 	c->inflight = c->queued = 0;
+	c->g_known_inflight = 0;
 	/* gmxd__run_deferred() may free the slot (and zero *c) once its last command
 	 * completes: keep the task's index for the policy and its name for the profile store. */
 	uint32_t task = c->task;
@@ -410,9 +417,11 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 		protocol_error(c, "malformed message: a leased release of seq %llu without a lease", seq);
 		return;
 	}
-	if (c->leased_now >= c->l_inflight) {
-		protocol_error(c, "malformed message: a leased release of seq %llu beyond its lease (%u in flight)",
-			       seq, c->l_inflight);
+	if (c->leased_now + c->g_known_inflight >= c->l_inflight) {
+		protocol_error(c,
+			       "malformed message: a leased release of seq %llu beyond its lease (%u in flight: "
+			       "%u leased and %u granted before it)",
+			       seq, c->l_inflight, c->leased_now, c->g_known_inflight);
 		return;
 	}
 	if (c->l_until && (int64_t)e->y >= c->l_until) {
@@ -524,6 +533,8 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		c->last_progress = real_now();
 		if (d->c.leased)
 			c->leased_now--;
+		else if (d->gidx && d->gidx <= c->g_known)
+			c->g_known_inflight--;
 		SRV.ops->on_complete(SRV.pol, &d->c);
 		c->refs--;
 		dcmd_free(d);
@@ -543,6 +554,8 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		}
 		c->l_inflight = c->lsent[0].inflight;
 		c->l_until = c->lsent[0].until;
+		c->g_known = c->lsent[0].gmark;
+		c->g_known_inflight = gmxd__known_grants(c);
 		memmove(&c->lsent[0], &c->lsent[1], (c->nlsent - 1) * sizeof c->lsent[0]);
 		c->nlsent--;
 		if (c->want_set)
@@ -749,5 +762,14 @@ int gmxd__poll_rings(void)
 	SRV.loop.drains++;
 	SRV.loop.entries += (uint64_t)n;
 	gmxd__flush_actions();
+	return n;
+}
+
+uint32_t gmxd__known_grants(const client_t *c)
+{
+	uint32_t n = 0;
+	for (int h = 0; h < HASH; h++)
+		for (const dcmd_t *d = c->hash[h]; d; d = d->hnext)
+			n += d->state == D_GRANTED && !d->c.leased && d->gidx && d->gidx <= c->g_known;
 	return n;
 }

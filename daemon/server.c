@@ -313,6 +313,11 @@ int gmxd__check(char *err, size_t err_len)
 				 c->refs);
 			return -EFAULT;
 		}
+		if (!c->dead && c->g_known_inflight != gmxd__known_grants(c)) {
+			snprintf(err, err_len, "client %u: %u granted commands in flight under its lease, counted %u",
+				 c->id, gmxd__known_grants(c), c->g_known_inflight);
+			return -EFAULT;
+		}
 		if (c->queued + c->inflight > GMXD_CMDS_PER_CLIENT || c->nallocs > GMXD_ALLOCS_PER_CLIENT) {
 			snprintf(err, err_len,
 				 "client %u holds %u commands, %d allocations: beyond its bounds", c->id,

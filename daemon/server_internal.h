@@ -73,6 +73,7 @@ typedef struct dcmd {
 	gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
 	uint32_t nranges;
 	uint32_t kind; /* the notice's command kind (gmx_proto.h) */
+	uint64_t gidx; /* its grant's number among the client's (0: not pushed yet) */
 	struct dcmd *hnext, *dnext;
 } dcmd_t;
 
@@ -114,12 +115,18 @@ struct client {
 	struct {
 		uint32_t id, inflight;
 		int64_t until;
+		uint64_t gmark; /* grants pushed before it */
 	} lsent[GMXD_LEASES_PENDING];
 	uint32_t nlsent, lease_id, l_inflight, leased_now;
 	int64_t l_until;
 	uint64_t last_leased_seq;
 	int want_set;
 	gmx_lease_t want;
+	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
+	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
+	 * last, which the client had applied when it releases under it; those of them in flight. */
+	uint64_t g_pushed, g_known;
+	uint32_t g_known_inflight;
 	uint64_t leased, leases_sent, revokes; /* leased releases; leases and revokes sent */
 	gmxd_cstats_t st;		      /* kernels, migrations, latency histogram, cut-off */
 };
@@ -328,6 +335,10 @@ void gmxd__drop_client(client_t *c, const char *why);
 /* Frees a departed client's slot and the commands the policy still held (at shutdown, once
  * the policy is gone). */
 void gmxd__free_slot(client_t *c);
+
+/* Granted (not leased) commands of c in flight whose grant c had applied when it acknowledged
+ * its last lease: counted from c's commands (gmxd__check compares). */
+uint32_t gmxd__known_grants(const client_t *c);
 
 /* Drains every client's up ring, the batches of all rings merged by the times their entries
  * carry (the policy's clock never goes back); returns the number of entries taken. */
