@@ -540,7 +540,10 @@ int gmxd_run(const gmxd_config_t *cfg)
 
 	int64_t spin_ns = cfg->spin_us * 1000LL, idle_since = gmxd__now_ns();
 	int pwait2 = 1; /* epoll_pwait2 (ns timeouts): else the timerfd carries the policy's timer */
-	int quiet_drains = GMXD_QUIET_DRAINS, timed_drain = 0; /* timed reads of batches in a row that found none */
+	/* Timed reads of leased batches: in a row that found none; whether the last sleep ended at
+	 * its drain deadline; the interval, doubled while batches are small, halved when large. */
+	int quiet_drains = GMXD_QUIET_DRAINS, timed_drain = 0, timed_out = 0;
+	int64_t drain_ns = GMXD_LEASE_DRAIN_MS * 1000000LL;
 	while (!SRV.stop) {
 		SRV.loop.iterations++;
 		int got = gmxd__poll_rings();
@@ -575,9 +578,17 @@ int gmxd_run(const gmxd_config_t *cfg)
 		if (SRV.n_pend || SRV.listen_paused_until)
 			timeout = 100000000;
 		/* Leased work is reported in batches that do not wake the loop: read them every
-		 * GMXD_LEASE_DRAIN_MS while they come. After GMXD_QUIET_DRAINS such reads in a row
+		 * GMXD_LEASE_DRAIN_MS to GMXD_LEASE_DRAIN_MAX_MS while they come (the interval grows while
+		 * a read finds fewer than GMXD_DRAIN_BATCH entries: the policy hears each at its own
+		 * time whenever it is read, and every wake-up for another reason reads them first). After GMXD_QUIET_DRAINS such reads in a row
 		 * found nothing, the loop sleeps deep: the next entry of any kind wakes it
 		 * (gmx_ring_push_batched), so an idle leased client costs no wake-ups. */
+		if (timed_drain && timed_out) {
+			if (got < GMXD_DRAIN_BATCH && drain_ns < GMXD_LEASE_DRAIN_MAX_MS * 1000000LL)
+				drain_ns *= 2;
+			else if (got > 4 * GMXD_DRAIN_BATCH && drain_ns > GMXD_LEASE_DRAIN_MS * 1000000LL)
+				drain_ns /= 2;
+		}
 		if (busy)
 			quiet_drains = 0;
 		else if (timed_drain)
@@ -585,7 +596,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 		int deep = quiet_drains >= GMXD_QUIET_DRAINS;
 		timed_drain = !deep && gmxd__leases_active();
 		if (timed_drain)
-			timeout = GMXD_LEASE_DRAIN_MS * 1000000LL;
+			timeout = drain_ns;
 		if (SRV.timer_at) {
 			int64_t left = SRV.timer_at > now ? SRV.timer_at - now : 0;
 			if (timeout < 0 || left < timeout)
@@ -622,6 +633,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 				gmxd__arm_timer(SRV.timer_at);
 			n = epoll_wait(SRV.ep, evs, 64, wait_ns < 0 ? -1 : (int)((wait_ns + 999999) / 1000000));
 		}
+		timed_out = sleep_ok && n == 0 && timeout == drain_ns;
 		if (prepared)
 			end_sleep();
 		if (!sleep_ok && !busy && spin_ns)
