@@ -248,10 +248,42 @@ int gmxd__leases_active(void)
 	return 0;
 }
 
+/* Commands freed, kept for the next ones (a leased release and its completion would otherwise
+ * cost an allocation and a free per kernel): at most GMXD_DCMD_POOL, released by gmxd__fini. */
+static dcmd_t *dcmd_pool;
+static uint32_t dcmd_pooled;
+
+static dcmd_t *dcmd_new(void)
+{
+	dcmd_t *d = dcmd_pool;
+	if (!d)
+		return calloc(1, sizeof *d);
+	dcmd_pool = d->dnext;
+	dcmd_pooled--;
+	memset(d, 0, sizeof *d);
+	return d;
+}
+
 static void dcmd_free(dcmd_t *d)
 {
 	free(d->ranges);
-	free(d);
+	if (dcmd_pooled >= GMXD_DCMD_POOL) {
+		free(d);
+		return;
+	}
+	d->dnext = dcmd_pool;
+	dcmd_pool = d;
+	dcmd_pooled++;
+}
+
+void gmxd__dcmd_pool_free(void)
+{
+	while (dcmd_pool) {
+		dcmd_t *d = dcmd_pool;
+		dcmd_pool = d->dnext;
+		free(d);
+	}
+	dcmd_pooled = 0;
 }
 
 void gmxd__live(const client_t *c, int on)
@@ -434,7 +466,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 			       GMXD_CMDS_PER_CLIENT);
 		return;
 	}
-	dcmd_t *d = calloc(1, sizeof *d);
+	dcmd_t *d = dcmd_new();
 	if (!d) {
 		gmxd__cut(c, "out of memory for its leased release");
 		return;
@@ -488,7 +520,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 				       GMXD_CMDS_PER_CLIENT);
 			return;
 		}
-		dcmd_t *d = calloc(1, sizeof *d);
+		dcmd_t *d = dcmd_new();
 		if (d && c->nr) {
 			d->ranges = malloc(c->nr * sizeof *d->ranges);
 			if (d->ranges) {
@@ -505,7 +537,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		d->kind = e->a;
 		d->cl = c;
 		d->state = D_QUEUED;
-		d->notice_ns = real_now();
+		d->notice_ns = gmxd__now_ns(); /* notice-to-grant from the moment it is read */
 		d->c.seq = ++SRV.seq;
 		d->c.task = c->task;
 		d->c.stream = 0;

@@ -44,6 +44,7 @@
 #define GMXD_DRAIN_BATCH 128	  /* entries a timed read aims at: fewer double the interval, 4x halve it */
 #define GMXD_TICK_NS 10000000LL /* the loop's housekeeping (liveness, pending connections, saves) at most this often */
 #define GMXD_QUIET_DRAINS 4 /* timed reads of leased batches that find nothing before the loop sleeps until woken */
+#define GMXD_DCMD_POOL 4096 /* freed commands kept for reuse */
 #define GMXD_PROFILE_ENTRIES_MAX 2048 /* (kernel, context) pairs learned per task name */
 #define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 

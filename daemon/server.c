@@ -196,6 +196,7 @@ void gmxd__fini(void)
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
 		if (SRV.cl[t].used)
 			gmxd__free_slot(&SRV.cl[t]);
+	gmxd__dcmd_pool_free();
 	for (action_t *a = SRV.act_head, *nx; a; a = nx) {
 		nx = a->next;
 		free(a);

@@ -329,6 +329,9 @@ void gmxd__flush_actions(void);
 /* Completes for the policy what was deferred during policy calls. */
 void gmxd__run_deferred(void);
 
+/* Frees the commands kept for reuse (gmxd__fini). */
+void gmxd__dcmd_pool_free(void);
+
 /* Ends client c (hung up, cut off, or the daemon stopping): releases all it held. */
 void gmxd__drop_client(client_t *c, const char *why);
 
