@@ -78,6 +78,11 @@ struct gmx_policy {
 	uint32_t level_n[GMX_PRIORITY_LEVELS];
 	uint32_t level[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS];
 	ftask_t task[GMX_MAX_TASKS];
+	/* The leases last decided (update_leases): for the HP level, the lower level running freely
+	 * (-1: none) and the tasks' generation (bumped when a task arrives or finishes); the same
+	 * again decides the same leases, so the pass over every task is skipped. */
+	int lease_hp, lease_lower, lease_valid;
+	uint64_t gen, lease_gen;
 };
 
 static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -132,6 +137,7 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	if (s->params.profiles && task < s->params.n_profiles)
 		t->prof = s->params.profiles[task];
 	s->level[priority][s->level_n[priority]++] = task;
+	s->gen++;
 	if (task + 1 > s->n_tasks)
 		s->n_tasks = task + 1;
 	return 0;
@@ -295,6 +301,13 @@ static void update_leases(gmx_policy_t *s, int hp, int free_run)
 			if (task_busy(&s->task[s->level[l][k]]))
 				lower = l;
 	int lp_run = free_run && lower >= 0;
+	int key = lp_run ? lower : -1;
+	if (s->lease_valid && s->lease_hp == hp && s->lease_lower == key && s->lease_gen == s->gen)
+		return; /* every task's lease is what it would be set to */
+	s->lease_valid = 1;
+	s->lease_hp = hp;
+	s->lease_lower = key;
+	s->lease_gen = s->gen;
 	for (int l = hp; l < GMX_PRIORITY_LEVELS; l++)
 		for (uint32_t k = 0; k < s->level_n[l]; k++) {
 			uint32_t ti = s->level[l][k];
@@ -372,6 +385,7 @@ static void fk_task_done(gmx_policy_t *s, uint32_t task)
 {
 	if (task < GMX_MAX_TASKS) {
 		s->task[task].done = 1;
+		s->gen++;
 		s->task[task].pending = 0; /* no next command: the gap is not a gap */
 		/* What it still had queued goes now, whatever its level: nobody waits for it. */
 		while (s->task[task].queue.head)

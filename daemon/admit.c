@@ -201,6 +201,7 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 		return;
 	}
 	c->used = 1;
+	gmxd__live(c, 1);
 	SRV.next_id++;
 
 	gmx_msg_welcome_t w;

@@ -19,41 +19,35 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+/* The time of the ring batch being read (taken once its indices were read: every entry in it
+ * was written before), or 0 outside gmxd__poll_rings. */
+static int64_t drain_now;
+
+static int64_t real_now(void)
+{
+	return drain_now ? drain_now : gmxd__now_ns();
+}
+
 int64_t gmxd__dev_now(void *ctx)
 {
 	(void)ctx;
-	return SRV.now_ovr ? SRV.now_ovr : gmxd__now_ns();
-}
-
-/* While a batched entry that happened at `when` is read, the policy's clock says `when`
- * (so durations and gaps are measured as they happened), kept monotone and never ahead of
- * the daemon's clock; 0 ends it. */
-static void batch_time(int64_t when)
-{
-	if (!when) {
-		SRV.now_ovr = 0;
-		return;
-	}
+	if (SRV.now_ovr)
+		return SRV.now_ovr;
+	/* The policy's clock never goes back: an entry read later but stamped earlier than what
+	 * the policy already saw is shown at that time. */
 	int64_t now = gmxd__now_ns();
-	if (when > now)
-		when = now;
-	if (when < SRV.last_ovr)
-		when = SRV.last_ovr;
-	SRV.now_ovr = SRV.last_ovr = when;
+	if (now < SRV.last_ovr)
+		return SRV.last_ovr;
+	SRV.last_ovr = now;
+	return now;
 }
 
 void gmxd__dev_set_timer(void *ctx, int64_t at)
 {
 	(void)ctx;
-	SRV.timer_at = at;
-	if (SRV.tfd < 0)
-		return; /* no loop (tests): whoever drives the daemon fires the timer */
-	/* A policy asks again at nearly every event (fikit: at each launch and completion). The
-	 * timer already armed to fire no later is kept (a system call saved): when it fires before
-	 * the time asked for, the loop arms it again for that time (gmxd__timer_fired). */
-	if (SRV.timer_armed && SRV.timer_armed <= (at > 0 ? at : 1))
-		return;
-	gmxd__arm_timer(at);
+	/* A policy asks again at nearly every event (fikit: at each launch and completion): the
+	 * loop reads timer_at before it sleeps and sleeps no longer (no system call per request). */
+	SRV.timer_at = at > 0 ? at : 1;
 }
 
 void gmxd__arm_timer(int64_t at)
@@ -80,6 +74,7 @@ void gmxd__cut_err(client_t *c, int error, const char *why)
 		return;
 	c->cut = 1;
 	c->cut_error = error;
+	SRV.cut_pending = 1;
 	snprintf(c->cut_reason, sizeof c->cut_reason, "%s", why);
 }
 
@@ -87,6 +82,8 @@ void gmxd__cut(client_t *c, const char *why)
 {
 	gmxd__cut_err(c, EPROTO, why);
 }
+
+static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
 
 /* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
 void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
@@ -98,8 +95,14 @@ void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
 		gmxd__cut(c, "its grant ring is full (it stopped reading)");
 		return;
 	}
+	if (e->type == GMX_DOWN_GRANT) {
+		dcmd_t *d = hash_take(c, e->seq, 0);
+		if (d)
+			d->gidx = ++c->g_pushed;
+	}
 	if (w) {
 		uint64_t one = 1;
+		SRV.loop.wakes_sent++;
 		if (write(c->efd_down, &one, sizeof one) < 0 && errno != EAGAIN)
 			gmxd_log("client %u: eventfd write: %s", c->id, strerror(errno));
 	}
@@ -207,7 +210,7 @@ int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 static void send_lease(client_t *c, uint32_t inflight, int64_t until)
 {
 	uint32_t id = ++c->lease_id;
-	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until};
+	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until, c->g_pushed};
 	if (inflight) {
 		c->leases_sent++;
 		SRV.total_leases++;
@@ -248,22 +251,66 @@ void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
 
 int gmxd__leases_active(void)
 {
-	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+	GMXD_FOR_LIVE(t) {
 		const client_t *c = &SRV.cl[t];
-		if (c->used && !c->dead && (c->l_inflight || c->nlsent || c->leased_now))
+		if ((c->l_inflight || c->nlsent || c->leased_now))
 			return 1;
 	}
 	return 0;
 }
 
+/* Commands freed, kept for the next ones (a leased release and its completion would otherwise
+ * cost an allocation and a free per kernel): at most GMXD_DCMD_POOL, released by gmxd__fini. */
+static dcmd_t *dcmd_pool;
+static uint32_t dcmd_pooled;
+
+static dcmd_t *dcmd_new(void)
+{
+	dcmd_t *d = dcmd_pool;
+	if (!d)
+		return calloc(1, sizeof *d);
+	dcmd_pool = d->dnext;
+	dcmd_pooled--;
+	memset(d, 0, sizeof *d);
+	return d;
+}
+
 static void dcmd_free(dcmd_t *d)
 {
 	free(d->ranges);
-	free(d);
+	if (dcmd_pooled >= GMXD_DCMD_POOL) {
+		free(d);
+		return;
+	}
+	d->dnext = dcmd_pool;
+	dcmd_pool = d;
+	dcmd_pooled++;
+}
+
+void gmxd__dcmd_pool_free(void)
+{
+	while (dcmd_pool) {
+		dcmd_t *d = dcmd_pool;
+		dcmd_pool = d->dnext;
+		free(d);
+	}
+	dcmd_pooled = 0;
+}
+
+void gmxd__live(const client_t *c, int on)
+{
+	uint32_t t = c->task;
+	if (t >= GMX_MAX_TASKS)
+		return;
+	if (on)
+		SRV.live[t / 64] |= 1ull << (t % 64);
+	else
+		SRV.live[t / 64] &= ~(1ull << (t % 64));
 }
 
 void gmxd__free_slot(client_t *c)
 {
+	gmxd__live(c, 0);
 	for (int h = 0; h < HASH; h++)
 		for (dcmd_t *d = c->hash[h], *nx; d; d = nx) {
 			nx = d->hnext;
@@ -280,7 +327,6 @@ static void maybe_free_slot(client_t *c)
 		gmxd__free_slot(c);
 }
 
-static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
 
 /* Completes what was deferred during policy calls. */
 void gmxd__run_deferred(void)
@@ -335,6 +381,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 		 (int)c->pid, c->name, why, c->inflight, c->queued, (unsigned long long)c->alloc_bytes);
 	gmxd__metrics_leave(c);
 	c->dead = 1;
+	gmxd__live(c, 0);
 	gmxd__ep_del(c->fd);
 	gmxd__ep_del(c->efd_up);
 	close(c->fd);
@@ -359,6 +406,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 			d->state = D_ORPHAN; /* a queued one is still in the policy's queue */
 		}
 	c->inflight = c->queued = 0;
+	c->g_known_inflight = 0;
 	/* gmxd__run_deferred() may free the slot (and zero *c) once its last command
 	 * completes: keep the task's index for the policy and its name for the profile store. */
 	uint32_t task = c->task;
@@ -412,9 +460,11 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 		protocol_error(c, "malformed message: a leased release of seq %llu without a lease", seq);
 		return;
 	}
-	if (c->leased_now >= c->l_inflight) {
-		protocol_error(c, "malformed message: a leased release of seq %llu beyond its lease (%u in flight)",
-			       seq, c->l_inflight);
+	if (c->leased_now + c->g_known_inflight >= c->l_inflight) {
+		protocol_error(c,
+			       "malformed message: a leased release of seq %llu beyond its lease (%u in flight: "
+			       "%u leased and %u granted before it)",
+			       seq, c->l_inflight, c->leased_now, c->g_known_inflight);
 		return;
 	}
 	if (c->l_until && (int64_t)e->y >= c->l_until) {
@@ -427,12 +477,12 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 			       GMXD_CMDS_PER_CLIENT);
 		return;
 	}
-	dcmd_t *d = calloc(1, sizeof *d);
+	dcmd_t *d = dcmd_new();
 	if (!d) {
 		gmxd__cut(c, "out of memory for its leased release");
 		return;
 	}
-	int64_t now = gmxd__now_ns();
+	int64_t now = real_now();
 	d->cseq = e->seq;
 	d->kind = e->a;
 	d->cl = c;
@@ -452,9 +502,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 	c->leased++;
 	c->last_leased_seq = e->seq;
 	SRV.total_leased++;
-	batch_time((int64_t)e->y > 0 ? (int64_t)e->y : now);
 	SRV.ops->on_launch(SRV.pol, &d->c);
-	batch_time(0);
 }
 
 static void up_entry(client_t *c, const gmx_ring_entry_t *e)
@@ -483,7 +531,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 				       GMXD_CMDS_PER_CLIENT);
 			return;
 		}
-		dcmd_t *d = calloc(1, sizeof *d);
+		dcmd_t *d = dcmd_new();
 		if (d && c->nr) {
 			d->ranges = malloc(c->nr * sizeof *d->ranges);
 			if (d->ranges) {
@@ -500,7 +548,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		d->kind = e->a;
 		d->cl = c;
 		d->state = D_QUEUED;
-		d->notice_ns = gmxd__now_ns();
+		d->notice_ns = gmxd__now_ns(); /* notice-to-grant from the moment it is read */
 		d->c.seq = ++SRV.seq;
 		d->c.task = c->task;
 		d->c.stream = 0;
@@ -525,13 +573,12 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		hash_take(c, e->seq, 1);
 		c->inflight--;
 		c->completions++;
-		c->last_progress = gmxd__now_ns();
-		if (d->c.leased) {
+		c->last_progress = real_now();
+		if (d->c.leased)
 			c->leased_now--;
-			batch_time((int64_t)e->y > 0 ? (int64_t)e->y : c->last_progress);
-		}
+		else if (d->gidx && d->gidx <= c->g_known)
+			c->g_known_inflight--;
 		SRV.ops->on_complete(SRV.pol, &d->c);
-		batch_time(0);
 		c->refs--;
 		dcmd_free(d);
 		return;
@@ -550,6 +597,8 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		}
 		c->l_inflight = c->lsent[0].inflight;
 		c->l_until = c->lsent[0].until;
+		c->g_known = c->lsent[0].gmark;
+		c->g_known_inflight = gmxd__known_grants(c);
 		memmove(&c->lsent[0], &c->lsent[1], (c->nlsent - 1) * sizeof c->lsent[0]);
 		c->nlsent--;
 		if (c->want_set)
@@ -614,7 +663,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		if (e->a == 0 && c->evicts > 0) {
 			c->evicts--;
 			SRV.evicts_outstanding--;
-			c->last_progress = gmxd__now_ns();
+			c->last_progress = real_now();
 		}
 		return;
 	case GMX_UP_HOST_WAIT:
@@ -646,31 +695,124 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 	}
 }
 
-/* Drains every client's up ring; returns the number of entries taken. */
+/* ---- reading the rings ---- */
+
+/* A ring's batch being read: the entries head..tail, each shown to the policy at its time. */
+typedef struct {
+	client_t *c;
+	uint32_t head, tail;
+	uint32_t timed;	  /* the next entry at or after head that carries its time, or tail */
+	int64_t key, last; /* the head's time; the last time shown from this ring */
+} cursor_t;
+
+/* The time an entry carries (RELEASED, and COMPLETEs of leased commands), else 0. */
+static int64_t entry_time(const gmx_ring_entry_t *e)
+{
+	if (e->type == GMX_UP_RELEASED || e->type == GMX_UP_COMPLETE)
+		return (int64_t)e->y > 0 ? (int64_t)e->y : 0;
+	return 0;
+}
+
+/* The time of k's head entry: its own; for one that carries none (a notice, an
+ * acknowledgement), that of the next one in its ring that does (it came before it), or the
+ * batch's read time when none follows. Within [k->last, drain_now]: a ring's times never go
+ * back and none is later than the read. */
+static int64_t cursor_key(cursor_t *k)
+{
+	const gmx_ring_t *r = &k->c->region->up;
+	if ((int32_t)(k->timed - k->head) < 0)
+		k->timed = k->head;
+	int64_t t = 0;
+	while (k->timed != k->tail && !(t = entry_time(&r->e[k->timed & (GMX_RING_ENTRIES - 1)])))
+		k->timed++;
+	if (k->timed == k->tail || t > drain_now)
+		t = drain_now;
+	return t < k->last ? k->last : t;
+}
+
+static void heap_down(cursor_t *cs, int *heap, int n, int i)
+{
+	for (;;) {
+		int l = 2 * i + 1, m = i;
+		if (l < n && cs[heap[l]].key < cs[heap[m]].key)
+			m = l;
+		if (l + 1 < n && cs[heap[l + 1]].key < cs[heap[m]].key)
+			m = l + 1;
+		if (m == i)
+			return;
+		int x = heap[i];
+		heap[i] = heap[m];
+		heap[m] = x;
+		i = m;
+	}
+}
+
+/* Drains every live client's up ring: each ring's entries up to the tail read at the start,
+ * one batch, merged across rings by their times, so that the policy's clock goes forward
+ * through every ring's entries as they happened (a leased client's batch read after another's
+ * does not show the policy its earlier releases late). Returns the number of entries taken. */
 int gmxd__poll_rings(void)
 {
-	int n = 0;
-	SRV.in_policy = 1;
-	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+	cursor_t cs[GMX_MAX_TASKS];
+	int heap[GMX_MAX_TASKS], nh = 0, n = 0;
+	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
-		if (!c->used || c->dead)
+		if (c->cut)
 			continue;
-		gmx_ring_entry_t e;
-		int r;
-		/* Bounded per client per round, so one flooding client cannot starve the others. */
-		for (int k = 0;
-		     k < (int)GMX_RING_ENTRIES && !c->cut && (r = gmx_ring_pop(&c->region->up, &e)) != 0;
-		     k++) {
-			if (r < 0) {
-				protocol_error(c, "malformed message: corrupt ring indices");
-				break;
-			}
-			up_entry(c, &e);
-			gmxd__run_deferred();
-			n++;
+		gmx_ring_t *r = &c->region->up;
+		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (tail == head)
+			continue;
+		if (tail - head > GMX_RING_ENTRIES) {
+			protocol_error(c, "malformed message: corrupt ring indices");
+			continue;
 		}
+		cs[nh] = (cursor_t){.c = c, .head = head, .tail = tail, .timed = head};
+		heap[nh] = nh;
+		nh++;
 	}
+	if (!nh)
+		return 0;
+	drain_now = gmxd__now_ns(); /* every entry of the batches was written before this */
+	for (int i = 0; i < nh; i++) {
+		cs[i].last = SRV.last_ovr;
+		cs[i].key = cursor_key(&cs[i]);
+	}
+	for (int i = nh / 2 - 1; i >= 0; i--)
+		heap_down(cs, heap, nh, i);
+	SRV.in_policy = 1;
+	while (nh) {
+		cursor_t *k = &cs[heap[0]];
+		client_t *c = k->c;
+		gmx_ring_t *r = &c->region->up;
+		gmx_ring_entry_t e = r->e[k->head & (GMX_RING_ENTRIES - 1)];
+		__atomic_store_n(&r->head, ++k->head, __ATOMIC_RELEASE);
+		SRV.now_ovr = SRV.last_ovr = k->last = k->key;
+		up_entry(c, &e);
+		gmxd__run_deferred();
+		n++;
+		if (k->head == k->tail || c->cut || c->dead) {
+			heap[0] = heap[--nh];
+		} else {
+			k->key = cursor_key(k);
+		}
+		heap_down(cs, heap, nh, 0);
+	}
+	SRV.now_ovr = 0;
+	drain_now = 0;
 	SRV.in_policy = 0;
+	SRV.loop.drains++;
+	SRV.loop.entries += (uint64_t)n;
 	gmxd__flush_actions();
+	return n;
+}
+
+uint32_t gmxd__known_grants(const client_t *c)
+{
+	uint32_t n = 0;
+	for (int h = 0; h < HASH; h++)
+		for (const dcmd_t *d = c->hash[h]; d; d = d->hnext)
+			n += d->state == D_GRANTED && !d->c.leased && d->gidx && d->gidx <= c->g_known;
 	return n;
 }

@@ -46,7 +46,12 @@
 #define GMXD_CMDS_PER_CLIENT 4096 /* announced and not completed: the interposer tracks as many */
 #define GMXD_LAT_SAMPLES 1024	  /* recent notice-to-grant latencies kept per client */
 #define GMXD_LEASES_PENDING 16	  /* leases sent to a client and not acknowledged yet */
-#define GMXD_LEASE_DRAIN_MS 1	  /* while a client holds a lease, its ring is read at least this often */
+#define GMXD_LEASE_DRAIN_MS 1	  /* while a client holds a lease, its ring is read every 1 ms at first */
+#define GMXD_LEASE_DRAIN_MAX_MS 8 /* ... and at least this often while its batches are small */
+#define GMXD_DRAIN_BATCH 128	  /* entries a timed read aims at: fewer double the interval, 4x halve it */
+#define GMXD_TICK_NS 10000000LL /* the loop's housekeeping (liveness, pending connections, saves) at most this often */
+#define GMXD_QUIET_DRAINS 4 /* timed reads of leased batches that find nothing before the loop sleeps until woken */
+#define GMXD_DCMD_POOL 4096 /* freed commands kept for reuse */
 #define GMXD_PROFILE_ENTRIES_MAX 2048 /* (kernel, context) pairs learned per task name */
 #define GMXD_SAVE_INTERVAL_NS 10000000000LL /* a task's profile is written at most this often */
 

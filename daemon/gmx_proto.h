@@ -127,6 +127,12 @@ enum {
  * reads them when it wakes for another reason or at the latest every GMXD_LEASE_DRAIN_MS. */
 #define GMX_RING_FILL_MARK (GMX_RING_ENTRIES / 2)
 
+/* ring.waiting: 0 the consumer is awake, GMX_RING_WAIT_BATCH it sleeps but reads batched
+ * entries by itself soon (wake it for the others), GMX_RING_WAIT_ANY it sleeps with no such
+ * deadline (wake it for any entry). */
+#define GMX_RING_WAIT_BATCH 1u
+#define GMX_RING_WAIT_ANY 2u
+
 typedef struct {
 	uint32_t type;
 	uint32_t a;
@@ -180,6 +186,24 @@ static inline int gmx_ring_push_quiet(gmx_ring_t *r, const gmx_ring_entry_t *e)
 	return 0;
 }
 
+/* Pushes an entry that travels in a batch (docs/protocol.md, "Batching"): it wakes the consumer
+ * (through *wake, as gmx_ring_push) only when the ring then holds GMX_RING_FILL_MARK entries or
+ * the consumer sleeps without a deadline (GMX_RING_WAIT_ANY); a busy consumer, or one that
+ * reads batches by itself soon, is never woken. 0, or -1 when the ring is full. */
+static inline int gmx_ring_push_batched(gmx_ring_t *r, const gmx_ring_entry_t *e, int *wake)
+{
+	*wake = 0;
+	if (gmx_ring_push_quiet(r, e) != 0)
+		return -1;
+	uint32_t fill = __atomic_load_n(&r->tail, __ATOMIC_RELAXED) - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	/* Pairs with the consumer's fence between setting waiting and re-checking the ring. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	uint32_t w = __atomic_load_n(&r->waiting, __ATOMIC_RELAXED);
+	if (w == GMX_RING_WAIT_ANY || (w && fill >= GMX_RING_FILL_MARK))
+		*wake = __atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED) != 0;
+	return 0;
+}
+
 /* Free entries for a producer; 0 when the indices are corrupt. */
 static inline uint32_t gmx_ring_space(const gmx_ring_t *r)
 {
@@ -203,13 +227,20 @@ static inline int gmx_ring_pop(gmx_ring_t *r, gmx_ring_entry_t *e)
 	return 1;
 }
 
-/* The consumer announces it will sleep; returns nonzero if the ring is already non-empty
- * (then it must not sleep). */
-static inline int gmx_ring_prepare_sleep(gmx_ring_t *r)
+/* The consumer announces it will sleep (how: GMX_RING_WAIT_BATCH or GMX_RING_WAIT_ANY);
+ * returns nonzero if the ring is already non-empty (then it must not sleep). */
+static inline int gmx_ring_prepare_sleep_as(gmx_ring_t *r, uint32_t how)
 {
-	__atomic_store_n(&r->waiting, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->waiting, how, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+}
+
+/* The consumer announces it will sleep until woken (GMX_RING_WAIT_BATCH, the wake-ups of
+ * every unbatched push); nonzero if the ring is already non-empty. */
+static inline int gmx_ring_prepare_sleep(gmx_ring_t *r)
+{
+	return gmx_ring_prepare_sleep_as(r, GMX_RING_WAIT_BATCH);
 }
 
 /* Fills a control header. */

@@ -198,6 +198,7 @@ void gmxd__fini(void)
 	for (int t = 0; t < GMX_MAX_TASKS; t++)
 		if (SRV.cl[t].used)
 			gmxd__free_slot(&SRV.cl[t]);
+	gmxd__dcmd_pool_free();
 	for (action_t *a = SRV.act_head, *nx; a; a = nx) {
 		nx = a->next;
 		free(a);
@@ -256,7 +257,7 @@ static void tell_cut(const client_t *c)
 void gmxd__tick(int64_t now)
 {
 	int64_t limit = SRV.cfg->unresponsive_ms * 1000000LL;
-	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
 		if (c->used && !c->dead && !c->cut && (c->inflight > 0 || c->evicts > 0) &&
 		    now - c->last_progress > limit) {
@@ -283,6 +284,12 @@ int gmxd__check(char *err, size_t err_len)
 	uint32_t evicts = 0;
 	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++) {
 		const client_t *c = &SRV.cl[t];
+		int live = (SRV.live[t / 64] >> (t % 64)) & 1;
+		if (live != (c->used && !c->dead)) {
+			snprintf(err, err_len, "slot %u: %s, but %s in the live set", t,
+				 c->used ? (c->dead ? "departed" : "in use") : "free", live ? "" : "not");
+			return -EFAULT;
+		}
 		if (!c->used)
 			continue;
 		uint32_t q = 0, g = 0, o = 0;
@@ -307,6 +314,11 @@ int gmxd__check(char *err, size_t err_len)
 				 "%u held",
 				 c->id, c->dead ? " (departed)" : "", q, g, o, c->queued, c->inflight,
 				 c->refs);
+			return -EFAULT;
+		}
+		if (!c->dead && c->g_known_inflight != gmxd__known_grants(c)) {
+			snprintf(err, err_len, "client %u: %u granted commands in flight under its lease, counted %u",
+				 c->id, gmxd__known_grants(c), c->g_known_inflight);
 			return -EFAULT;
 		}
 		if (c->queued + c->inflight > GMXD_CMDS_PER_CLIENT || c->nallocs > GMXD_ALLOCS_PER_CLIENT) {
@@ -435,21 +447,21 @@ static int setup_socket(void)
 	return 0;
 }
 
-/* Announces sleep on every up ring; nonzero if one already has entries. */
-static int prepare_sleep(void)
+/* Announces sleep on every live up ring (deep: any entry wakes the loop, batched ones
+ * included); nonzero if one already has entries. */
+static int prepare_sleep(int deep)
 {
 	int busy = 0;
-	for (int t = 0; t < GMX_MAX_TASKS; t++)
-		if (SRV.cl[t].used && !SRV.cl[t].dead && gmx_ring_prepare_sleep(&SRV.cl[t].region->up))
-			busy = 1;
+	GMXD_FOR_LIVE(t)
+	if (gmx_ring_prepare_sleep_as(&SRV.cl[t].region->up, deep ? GMX_RING_WAIT_ANY : GMX_RING_WAIT_BATCH))
+		busy = 1;
 	return busy;
 }
 
 static void end_sleep(void)
 {
-	for (int t = 0; t < GMX_MAX_TASKS; t++)
-		if (SRV.cl[t].used && !SRV.cl[t].dead)
-			__atomic_store_n(&SRV.cl[t].region->up.waiting, 0, __ATOMIC_RELAXED);
+	GMXD_FOR_LIVE(t)
+	__atomic_store_n(&SRV.cl[t].region->up.waiting, 0, __ATOMIC_RELAXED);
 }
 
 static void notify_systemd(void)
@@ -530,30 +542,105 @@ int gmxd_run(const gmxd_config_t *cfg)
 	notify_systemd();
 
 	int64_t spin_ns = cfg->spin_us * 1000LL, idle_since = gmxd__now_ns();
+	int pwait2 = 1; /* epoll_pwait2 (ns timeouts): else the timerfd carries the policy's timer */
+	/* Timed reads of leased batches: in a row that found none; whether the last sleep ended at
+	 * its drain deadline; the interval, doubled while batches are small, halved when large. */
+	int quiet_drains = GMXD_QUIET_DRAINS, timed_drain = 0, timed_out = 0;
+	int64_t drain_ns = GMXD_LEASE_DRAIN_MS * 1000000LL;
 	while (!SRV.stop) {
-		int busy = gmxd__poll_rings() > 0;
+		SRV.loop.iterations++;
+		int got = gmxd__poll_rings();
 		int64_t now = gmxd__now_ns();
-		if (busy)
+		/* The policy's timer, once what the rings said before it is read. */
+		if (SRV.timer_at && SRV.timer_at <= now) {
+			SRV.timer_at = 0;
+			SRV.loop.timer_fires++;
+			gmxd__timer_fired();
+		}
+		int busy = got > 0;
+		if (busy) {
+			if (idle_since != now && now - idle_since < spin_ns)
+				SRV.loop.spin_hits++; /* the spin found this batch */
 			idle_since = now;
+		}
 		if (SRV.listen_paused_until && now >= SRV.listen_paused_until) {
 			SRV.listen_paused_until = 0;
 			gmxd__ep_add(SRV.lfd, EV_LISTEN, 0);
 		}
-		int timeout = -1;
-		for (int t = 0; t < GMX_MAX_TASKS; t++)
-			if (SRV.cl[t].used && !SRV.cl[t].dead && (SRV.cl[t].inflight || SRV.cl[t].evicts))
-				timeout = 100; /* liveness checks while someone holds work */
+		/* Housekeeping (liveness, pending connections, profile saves) every 10 ms while the
+		 * loop turns, at once when a client was marked cut. */
+		if (SRV.cut_pending || now >= SRV.tick_due) {
+			SRV.cut_pending = 0;
+			SRV.tick_due = now + GMXD_TICK_NS;
+			gmxd__tick(now);
+		}
+		int64_t timeout = -1; /* ns */
+		GMXD_FOR_LIVE(t)
+		if (SRV.cl[t].inflight || SRV.cl[t].evicts)
+			timeout = 100000000; /* liveness checks while someone holds work */
 		if (SRV.n_pend || SRV.listen_paused_until)
-			timeout = 100;
-		if (gmxd__leases_active()) /* leased work is reported in batches: read them */
-			timeout = GMXD_LEASE_DRAIN_MS;
-		timeout = gmxd__http_timeout(timeout);
-		int sleep_ok = !busy && now - idle_since >= spin_ns;
-		if (sleep_ok && prepare_sleep())
-			sleep_ok = 0;
+			timeout = 100000000;
+		/* Leased work is reported in batches that do not wake the loop: read them every
+		 * GMXD_LEASE_DRAIN_MS to GMXD_LEASE_DRAIN_MAX_MS while they come (the interval grows while
+		 * a read finds fewer than GMXD_DRAIN_BATCH entries: the policy hears each at its own
+		 * time whenever it is read, and every wake-up for another reason reads them first). After GMXD_QUIET_DRAINS such reads in a row
+		 * found nothing, the loop sleeps deep: the next entry of any kind wakes it
+		 * (gmx_ring_push_batched), so an idle leased client costs no wake-ups. */
+		if (timed_drain && timed_out) {
+			if (got < GMXD_DRAIN_BATCH && drain_ns < GMXD_LEASE_DRAIN_MAX_MS * 1000000LL)
+				drain_ns *= 2;
+			else if (got > 4 * GMXD_DRAIN_BATCH && drain_ns > GMXD_LEASE_DRAIN_MS * 1000000LL)
+				drain_ns /= 2;
+		}
+		if (busy)
+			quiet_drains = 0;
+		else if (timed_drain)
+			quiet_drains++;
+		int deep = quiet_drains >= GMXD_QUIET_DRAINS;
+		timed_drain = !deep && gmxd__leases_active();
+		if (timed_drain)
+			timeout = drain_ns;
+		if (SRV.timer_at) {
+			int64_t left = SRV.timer_at > now ? SRV.timer_at - now : 0;
+			if (timeout < 0 || left < timeout)
+				timeout = left;
+		}
+		int hms = gmxd__http_timeout(timeout < 0 ? -1 : (int)((timeout + 999999) / 1000000));
+		if (hms >= 0 && (timeout < 0 || hms * 1000000LL < timeout))
+			timeout = hms * 1000000LL;
+		int sleep_ok = !busy && now - idle_since >= spin_ns && timeout != 0;
+		if (!busy && !sleep_ok)
+			SRV.loop.spins++;
+		int prepared = 0;
+		if (sleep_ok) {
+			prepared = 1;
+			if (prepare_sleep(deep))
+				sleep_ok = 0;
+		}
 		struct epoll_event evs[64];
-		int n = epoll_wait(SRV.ep, evs, 64, sleep_ok ? timeout : 0);
-		end_sleep();
+		int n;
+		if (sleep_ok) {
+			SRV.loop.sleeps++;
+			SRV.loop.deep_sleeps += deep && timeout < 0;
+		}
+		int64_t wait_ns = sleep_ok ? timeout : 0;
+		if (pwait2) {
+			struct timespec ts = {wait_ns / 1000000000LL, wait_ns % 1000000000LL};
+			n = epoll_pwait2(SRV.ep, evs, 64, wait_ns < 0 ? NULL : &ts, NULL);
+			if (n < 0 && errno == ENOSYS) {
+				pwait2 = 0;
+				n = 0;
+			}
+		} else {
+			if (SRV.timer_at && SRV.timer_at != SRV.timer_armed)
+				gmxd__arm_timer(SRV.timer_at);
+			n = epoll_wait(SRV.ep, evs, 64, wait_ns < 0 ? -1 : (int)((wait_ns + 999999) / 1000000));
+		}
+		timed_out = sleep_ok && n == 0 && timeout == drain_ns;
+		if (prepared)
+			end_sleep();
+		if (!sleep_ok && !busy && spin_ns)
+			SRV.loop.spin_ns += (uint64_t)(gmxd__now_ns() - now);
 		for (int i = 0; i < n; i++) {
 			int type = (int)(evs[i].data.u64 >> 32);
 			uint32_t idx = (uint32_t)evs[i].data.u64;
@@ -570,13 +657,8 @@ int gmxd_run(const gmxd_config_t *cfg)
 				break;
 			}
 			case EV_TIMER:
-				if (read(SRV.tfd, &v, sizeof v) > 0) {
-					SRV.timer_armed = 0;
-					if (SRV.timer_at > gmxd__now_ns())
-						gmxd__arm_timer(SRV.timer_at); /* asked for later since */
-					else
-						gmxd__timer_fired();
-				}
+				if (read(SRV.tfd, &v, sizeof v) > 0)
+					SRV.timer_armed = 0; /* the top of the loop fires the policy's timer */
 				break;
 			case EV_HTTP:
 				gmxd__http_run();
@@ -597,7 +679,6 @@ int gmxd_run(const gmxd_config_t *cfg)
 		}
 		if (SRV.http_due && gmxd__now_ns() >= SRV.http_due)
 			gmxd__http_run(); /* its connections' timeouts */
-		gmxd__tick(gmxd__now_ns());
 	}
 	gmxd__fini();
 	close_loop();

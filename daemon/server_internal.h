@@ -73,6 +73,7 @@ typedef struct dcmd {
 	gmx_tpl_range_t *ranges; /* predicted working set, or NULL: every allocation */
 	uint32_t nranges;
 	uint32_t kind; /* the notice's command kind (gmx_proto.h) */
+	uint64_t gidx; /* its grant's number among the client's (0: not pushed yet) */
 	struct dcmd *hnext, *dnext;
 } dcmd_t;
 
@@ -114,15 +115,37 @@ struct client {
 	struct {
 		uint32_t id, inflight;
 		int64_t until;
+		uint64_t gmark; /* grants pushed before it */
 	} lsent[GMXD_LEASES_PENDING];
 	uint32_t nlsent, lease_id, l_inflight, leased_now;
 	int64_t l_until;
 	uint64_t last_leased_seq;
 	int want_set;
 	gmx_lease_t want;
+	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
+	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
+	 * last, which the client had applied when it releases under it; those of them in flight. */
+	uint64_t g_pushed, g_known;
+	uint32_t g_known_inflight;
 	uint64_t leased, leases_sent, revokes; /* leased releases; leases and revokes sent */
 	gmxd_cstats_t st;		      /* kernels, migrations, latency histogram, cut-off */
 };
+
+#define GMXD_LIVE_WORDS ((GMX_MAX_TASKS + 63) / 64)
+
+/* What the loop did (status "loop"; bench/daemon divides them by the kernels run): where the
+ * daemon's CPU goes per kernel. */
+typedef struct {
+	uint64_t iterations; /* turns of the loop */
+	uint64_t sleeps;     /* epoll waits that could block (the others only looked) */
+	uint64_t deep_sleeps; /* of those, without a drain deadline: any entry wakes the loop */
+	uint64_t drains;     /* ring reads that found entries */
+	uint64_t entries;    /* ring entries read */
+	uint64_t timer_fires; /* the policy's timer */
+	uint64_t wakes_sent; /* eventfd writes to clients (a sleeping client's ring got an entry) */
+	uint64_t spins, spin_ns, spin_hits; /* busy-polls before sleeping (spin_us), their time, and
+					      * those that found an entry */
+} gmxd_loop_stats_t;
 
 /* A connection that has not said HELLO or STATUS_REQ yet. */
 typedef struct {
@@ -162,8 +185,14 @@ typedef struct {
 	int64_t start_ns, timer_at;
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	uint64_t total_leased, total_leases, total_revokes;
-	int64_t now_ovr, last_ovr; /* the policy's clock while a batched entry is read: its time */
-	int64_t timer_armed;	   /* when the timerfd fires (0: not armed); may precede timer_at */
+	int64_t now_ovr, last_ovr; /* the policy's clock while a ring entry is read: its time; the
+				    * latest time the policy was shown (its clock never goes back) */
+	int64_t timer_armed;	   /* when the timerfd fires (0: not armed; only without epoll_pwait2) */
+	/* Clients in use and not departed: bit t % 64 of live[t / 64]; the loops visit only these. */
+	uint64_t live[GMXD_LIVE_WORDS];
+	int64_t tick_due;  /* the loop's next housekeeping (gmxd__tick), unless a cut is pending */
+	int cut_pending;   /* a client was marked cut: housekeeping at the top of the loop */
+	gmxd_loop_stats_t loop;
 	int stop;
 	/* Kernel profiles by task name, kept while there is room so a client that comes back
 	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the
@@ -300,6 +329,9 @@ void gmxd__flush_actions(void);
 /* Completes for the policy what was deferred during policy calls. */
 void gmxd__run_deferred(void);
 
+/* Frees the commands kept for reuse (gmxd__fini). */
+void gmxd__dcmd_pool_free(void);
+
 /* Ends client c (hung up, cut off, or the daemon stopping): releases all it held. */
 void gmxd__drop_client(client_t *c, const char *why);
 
@@ -307,7 +339,12 @@ void gmxd__drop_client(client_t *c, const char *why);
  * the policy is gone). */
 void gmxd__free_slot(client_t *c);
 
-/* Drains every client's up ring; returns the number of entries taken. */
+/* Granted (not leased) commands of c in flight whose grant c had applied when it acknowledged
+ * its last lease: counted from c's commands (gmxd__check compares). */
+uint32_t gmxd__known_grants(const client_t *c);
+
+/* Drains every client's up ring, the batches of all rings merged by the times their entries
+ * carry (the policy's clock never goes back); returns the number of entries taken. */
 int gmxd__poll_rings(void);
 
 /* Makes command d's working set resident before its grant (oversubscribed clients). Returns 1
@@ -321,6 +358,23 @@ void gmxd__mem_policy_init(void);
 /* The device's load_ns: how long making cmd's predicted pages resident would take from now at
  * link_mb_s (0 for clients not oversubscribed, or when they are resident). */
 int64_t gmxd__dev_load_ns(void *ctx, const gmx_cmd_t *cmd);
+
+/* Marks client c live (in use, not departed) or not: the loops visit only live clients. */
+void gmxd__live(const client_t *c, int on);
+
+/* The first live client slot at or after `from`, or -1. */
+static inline int gmxd__live_next(int from)
+{
+	for (int w = from >> 6; w < GMXD_LIVE_WORDS; w++) {
+		uint64_t m = SRV.live[w];
+		if (w == from >> 6)
+			m &= ~0ull << (from & 63);
+		if (m)
+			return w * 64 + __builtin_ctzll(m);
+	}
+	return -1;
+}
+#define GMXD_FOR_LIVE(t) for (int t = gmxd__live_next(0); t >= 0; t = gmxd__live_next(t + 1))
 
 /* ---- store.c ---- */
 

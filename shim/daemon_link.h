@@ -102,7 +102,8 @@ void gmx_dl_forget_session(void);
 void gmx_dl_seq_clear(void);
 
 /* Pushes an entry that travels in a batch (a leased release, its completion, a lease
- * acknowledgement): without waking the daemon unless the up ring passed GMX_RING_FILL_MARK.
+ * acknowledgement): without waking the daemon unless the up ring passed GMX_RING_FILL_MARK or
+ * the daemon sleeps with no deadline to read it (gmx_ring_push_batched).
  * D.lock held, region mapped. 0 or -1 (full). */
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
 

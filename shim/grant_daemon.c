@@ -91,11 +91,16 @@ static int live(int st)
 
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
-	gmx_ring_t *r = &gmx_dl.region->up;
-	if (GMX_RING_ENTRIES - gmx_ring_space(r) + 1 >= GMX_RING_FILL_MARK)
-		return gmx_dl_push_up(type, a, seq, x, y);
 	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
-	return gmx_ring_push_quiet(r, &e);
+	int w = 0;
+	if (gmx_ring_push_batched(&gmx_dl.region->up, &e, &w) != 0)
+		return -1;
+	if (w) { /* the daemon sleeps with no deadline, or the ring fills */
+		uint64_t one = 1;
+		if (write(gmx_dl.efd_up, &one, sizeof one) < 0 && errno != EAGAIN)
+			gmx_shim_log("daemon: eventfd write failed: %s", strerror(errno));
+	}
+	return 0;
 }
 
 int gmx_dl_apply_down(const gmx_ring_entry_t *e)

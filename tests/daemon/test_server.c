@@ -508,6 +508,7 @@ static void test_leased_releases_checked(void **state)
 		assert_int_equal(bound, cfg.inflight);
 		assert_int_equal(until, 0);
 		up_entry(&c, GMX_UP_LEASE_ACK, 0, id, k == 3 ? 99 : 0, 0);
+		up(&c, GMX_UP_COMPLETE, 1); /* the granted command: the bound counts it too */
 		up_entry(&c, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
 		up_entry(&c, GMX_UP_RELEASED, 0, 3, 7, (uint64_t)now_ns);
 		gmxd__poll_rings();
@@ -517,7 +518,7 @@ static void test_leased_releases_checked(void **state)
 		} else {
 			assert_false(cl->cut);
 			assert_int_equal(cl->leased, 2);
-			assert_int_equal(cl->inflight, 3); /* the granted command and two leased */
+			assert_int_equal(cl->inflight, 2); /* two leased */
 			if (k == 0) {
 				up_entry(&c, GMX_UP_RELEASED, 0, 4, 7, (uint64_t)now_ns); /* a third of 2 */
 			} else {
@@ -541,6 +542,168 @@ static void test_leased_releases_checked(void **state)
 	}
 }
 
+/* The lease bound counts every command the client has in flight, granted ones included: a
+ * command granted before the lease was acknowledged and not completed leaves one leased
+ * release fewer (the interposer's gmx_shim_lease_decide counts both). */
+static void test_lease_bound_counts_granted(void **state)
+{
+	(void)state;
+	start("exclusive", 8);
+	tconn_t c;
+	assert_int_equal(hello(&c, 1000, "lease", 3), 'W');
+	client_t *cl = &SRV.cl[task_of(&c)];
+	up(&c, GMX_UP_NOTICE, 1); /* granted, and a lease of cfg.inflight (2) */
+	gmxd__poll_rings();
+	uint64_t id = 0;
+	uint32_t bound = 0;
+	int64_t until = -1;
+	assert_int_equal(last_lease(&c, &id, &bound, &until), 1);
+	assert_int_equal(bound, 2);
+	up_entry(&c, GMX_UP_LEASE_ACK, 0, id, 0, 0);
+	up_entry(&c, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns); /* 1 granted + 1 leased: within */
+	gmxd__poll_rings();
+	books();
+	assert_false(cl->cut);
+	assert_int_equal(cl->g_known_inflight, 1);
+	up_entry(&c, GMX_UP_RELEASED, 0, 3, 7, (uint64_t)now_ns); /* a third in flight */
+	gmxd__poll_rings();
+	books();
+	assert_true(cl->cut);
+	assert_non_null(strstr(cl->cut_reason, "beyond its lease"));
+	assert_non_null(strstr(cl->cut_reason, "1 leased and 1 granted"));
+	gmxd__tick(now_ns);
+	books();
+	bye(&c);
+	gmxd__fini();
+}
+
+/* What the policy is shown while it hears batched entries: each at the time it carries, in the
+ * order they happened across clients (a ring read after another does not show the policy its
+ * earlier releases late), and its clock never goes back. */
+static const gmx_policy_ops_t *real_ops;
+static gmx_policy_ops_t rec_ops;
+static int64_t seen_at[16];
+static uint32_t seen_task[16];
+static int n_seen;
+
+static void rec(const gmx_cmd_t *cmd)
+{
+	if (cmd->leased && n_seen < 16) {
+		seen_task[n_seen] = cmd->task;
+		seen_at[n_seen++] = gmxd__dev_now(NULL);
+	}
+}
+
+static void rec_launch(gmx_policy_t *p, gmx_cmd_t *cmd)
+{
+	rec(cmd);
+	real_ops->on_launch(p, cmd);
+}
+
+static void rec_complete(gmx_policy_t *p, gmx_cmd_t *cmd)
+{
+	rec(cmd);
+	real_ops->on_complete(p, cmd);
+}
+
+static void test_batches_merged_by_time(void **state)
+{
+	(void)state;
+	start("fikit", 8);
+	real_ops = SRV.ops;
+	rec_ops = *SRV.ops;
+	rec_ops.on_launch = rec_launch;
+	rec_ops.on_complete = rec_complete;
+	SRV.ops = &rec_ops;
+	tconn_t a, b;
+	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
+	assert_int_equal(hello(&b, 1000, "b", 3), 'W');
+	tconn_t *cs[2] = {&a, &b};
+	for (int i = 0; i < 2; i++) { /* one command each, granted and completed: then a lease */
+		up(cs[i], GMX_UP_NOTICE, 1);
+		gmxd__poll_rings();
+		int g, ev;
+		down(cs[i], 1, &g, &ev, 0);
+		assert_int_equal(g, 1);
+		up(cs[i], GMX_UP_COMPLETE, 1);
+		gmxd__poll_rings();
+		uint64_t id = 0;
+		uint32_t bound = 0;
+		int64_t until = -1;
+		if (!last_lease(cs[i], &id, &bound, &until)) { /* sent with the grant, read above */
+			id = SRV.cl[task_of(cs[i])].lease_id;
+			bound = SRV.cl[task_of(cs[i])].lsent[0].inflight;
+		}
+		assert_true(bound >= 1);
+		up_entry(cs[i], GMX_UP_LEASE_ACK, 0, id, 0, 0);
+	}
+	gmxd__poll_rings();
+	int64_t t0 = now_ns + 1000;
+	/* a: released at +100, completed at +300; b: released at +200, completed at +400; a's
+	 * ring is read first. */
+	up_entry(&a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)(t0 + 100));
+	up_entry(&a, GMX_UP_COMPLETE, 0, 2, 0, (uint64_t)(t0 + 300));
+	up_entry(&b, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)(t0 + 200));
+	up_entry(&b, GMX_UP_COMPLETE, 0, 2, 0, (uint64_t)(t0 + 400));
+	up(&a, GMX_UP_HOST_WAIT, 0); /* carries no time: after a's last, before the read */
+	now_ns = t0 + 1000;
+	n_seen = 0;
+	gmxd__poll_rings();
+	books();
+	assert_false(SRV.cl[task_of(&a)].cut);
+	assert_false(SRV.cl[task_of(&b)].cut);
+	assert_int_equal(n_seen, 4);
+	uint32_t ta = (uint32_t)task_of(&a), tb = (uint32_t)task_of(&b);
+	const uint32_t want_task[4] = {ta, tb, ta, tb};
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(seen_task[i], want_task[i]);
+		assert_int_equal(seen_at[i], t0 + 100 * (i + 1));
+	}
+	/* The policy's clock after the batch: never before what it was shown. */
+	assert_true(gmxd__dev_now(NULL) >= t0 + 400);
+	bye(&a);
+	bye(&b);
+	books();
+	gmxd__fini();
+}
+
+/* Batched entries (gmx_ring_push_batched) wake a consumer only when it sleeps with no deadline
+ * (GMX_RING_WAIT_ANY) or once the ring holds GMX_RING_FILL_MARK entries; never a busy one. */
+static void test_ring_batched_wake(void **state)
+{
+	(void)state;
+	static gmx_ring_t r;
+	memset(&r, 0, sizeof r);
+	gmx_ring_entry_t e = {.type = GMX_UP_RELEASED};
+	int wake = -1;
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+	assert_int_equal(wake, 0); /* awake */
+	assert_int_equal(gmx_ring_prepare_sleep_as(&r, GMX_RING_WAIT_BATCH), 1); /* not empty */
+	gmx_ring_entry_t o;
+	assert_int_equal(gmx_ring_pop(&r, &o), 1);
+	assert_int_equal(gmx_ring_prepare_sleep(&r), 0);
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+	assert_int_equal(wake, 0); /* it reads batches by itself soon */
+	assert_int_equal(r.waiting, GMX_RING_WAIT_BATCH);
+	assert_int_equal(gmx_ring_pop(&r, &o), 1);
+	assert_int_equal(gmx_ring_prepare_sleep_as(&r, GMX_RING_WAIT_ANY), 0);
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+	assert_int_equal(wake, 1); /* sleeping with no deadline: woken, once */
+	assert_int_equal(r.waiting, 0);
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+	assert_int_equal(wake, 0);
+	r.waiting = GMX_RING_WAIT_BATCH;
+	for (uint32_t i = 2; i < GMX_RING_FILL_MARK - 1; i++) {
+		assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+		assert_int_equal(wake, 0);
+	}
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0); /* the mark */
+	assert_int_equal(wake, 1);
+	while (gmx_ring_space(&r))
+		assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), 0);
+	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), -1); /* full */
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -554,6 +717,9 @@ int main(void)
 	    cmocka_unit_test(test_store_saves_rate_limited),
 	    cmocka_unit_test(test_profile_entries_bounded),
 	    cmocka_unit_test(test_leased_releases_checked),
+	    cmocka_unit_test(test_lease_bound_counts_granted),
+	    cmocka_unit_test(test_batches_merged_by_time),
+	    cmocka_unit_test(test_ring_batched_wake),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
