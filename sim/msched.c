@@ -653,8 +653,14 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 			pg = stop;
 		}
 	}
-	/* Pages in flight that the kernel really touches (predicted or not) must
-	 * arrive first too: a fault on an in-flight page waits for it. */
+	*ready = gmx_msched__inflight_wait(ms, task, op, start);
+	return 0;
+}
+
+int64_t gmx_msched__inflight_wait(const gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t start)
+{
+	const gmx_workload_t *w = ms->t[task].w;
+	const gmx_memspace_t *m = ms->m;
 	for (uint32_t r = 0; r < w->ops[op].region_count; r++) {
 		const gmx_region_t *g = &w->regions[w->ops[op].region_first + r];
 		uint64_t lo = gmx_memspace_page(m, task, g->buffer, g->offset) >> 9;
@@ -663,8 +669,7 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 			if (m->chunks[c].resident && ms->ready[c] > start)
 				start = ms->ready[c];
 	}
-	*ready = start;
-	return 0;
+	return start;
 }
 
 int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)

@@ -584,16 +584,6 @@ int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int6
 			break;
 		}
 	}
-	/* Pages in flight that the kernel really touches must arrive first too. */
-	const gmx_workload_t *w = p->w;
-	for (uint32_t r = 0; r < w->ops[op].region_count; r++) {
-		const gmx_region_t *g = &w->regions[w->ops[op].region_first + r];
-		uint64_t lo = gmx_memspace_page(m, task, g->buffer, g->offset) >> 9;
-		uint64_t hi = gmx_memspace_page(m, task, g->buffer, g->offset + g->length - 1) >> 9;
-		for (uint64_t c = lo; c <= hi; c++)
-			if (m->chunks[c].resident && ms->ready[c] > start)
-				start = ms->ready[c];
-	}
-	*ready = start;
+	*ready = gmx_msched__inflight_wait(ms, task, op, start);
 	return 0;
 }

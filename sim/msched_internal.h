@@ -117,6 +117,11 @@ int gmx_msched__has_pages(const gmx_chunk_t *k, const uint64_t mask[8]);
 int64_t gmx_msched__migrate(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8], int64_t at, uint64_t pre_out,
 			    uint64_t *in_total);
 
+/* The later of `start` and the arrival of every chunk in flight that op `op`
+ * of `task` really touches (predicted or not): a fault on an in-flight page
+ * waits for it. */
+int64_t gmx_msched__inflight_wait(const gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t start);
+
 /* Builds the Belady planner's per-task index from the predictions and keys
  * the resident chunks. 0 or -ENOMEM. */
 int gmx_msched__belady_create(gmx_msched_t *ms);
