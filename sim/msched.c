@@ -6,6 +6,7 @@
  * planner does what MSched's madvise calls do, reordering that list by the
  * timeline so that the driver's own eviction takes the right victims. */
 #include "msched.h"
+#include "msched_internal.h"
 #include "msched_predict.h"
 
 #include <errno.h>
@@ -19,55 +20,6 @@
 /* Ordering the eviction list costs one madvise round per task: 10-50 us each,
  * under 1 ms for tens of tasks (MSched paper, Fig. 11; brief/msched.md). */
 #define MSCHED_MADVISE_NS_PER_TASK 20000LL
-/* Stamps of msched's own migrations: the high bit keeps them apart from the
- * fault batches' stamps, so a batch never spares a migration's chunk. */
-#define MSCHED_STAMP_BIT (1ull << 63)
-
-typedef struct ptask {
-	const gmx_workload_t *w;
-	uint32_t *op_first, *op_n; /* per op: slice of the predicted ranges */
-	uint64_t *rp;              /* predicted range: first global page */
-	uint32_t *rn;              /* and its page count */
-	uint32_t n_r, cap_r;
-	uint32_t op_floor;         /* ranges from here on belong to the op being predicted */
-	int64_t *op_ns;            /* per op: solo time plus the launch gap, for the slice walk */
-	uint32_t next_op;          /* the op the task runs next */
-	uint32_t refresh_in;       /* PRIO, LP: kernels until its plan is refreshed */
-	uint8_t runnable;
-	int priority;
-	int64_t target_ns;         /* latency target, 0 = none */
-} ptask_t;
-
-struct gmx_msched {
-	gmx_memspace_t *m;
-	const gmx_preset_t *dev;
-	gmx_msched_variant_t variant;
-	int64_t slice_ns;
-	int rule;              /* pick each slice by the rule (msched.h) */
-	int oom;               /* the rule ran out of memory: the next kernel reports it */
-	double slice_sum;      /* of the slices given by the rule, for the stats */
-	uint64_t slices;
-	int64_t slice_lo, slice_hi;
-	uint32_t n;
-	ptask_t t[GMX_MAX_TASKS];
-	gmx_mplan_t *plan;
-	int64_t *ready;        /* per chunk: when its last load completes */
-	uint64_t (*mask)[8];   /* per chunk: pages the next slice needs */
-	uint32_t *seen;        /* per chunk: generation of the last slice that listed it */
-	uint32_t gen;
-	uint32_t *need, n_need, cap_need;
-	uint32_t first[GMX_MAX_TASKS + 1];
-	uint32_t *resident, *evict, *load;
-	uint8_t *is_res;
-	int cur;
-	uint64_t stamp;
-	int64_t h2d_free, d2h_free;
-	int64_t piece_ns;      /* PRIO: link time of one migration piece */
-	int hp;                /* PRIO: the best priority among the runnable tasks */
-	uint8_t *ws;           /* PRIO: per chunk, in some task's predicted working set */
-	int lp_exists;         /* PRIO: a runnable task has a worse priority than hp */
-	gmx_sim_msched_stats_t st;
-};
 
 /* PRIO: whether a task of priority prio is HP: the best level among the runnable tasks while some
  * runnable task has a worse one. When every runnable task shares one level they are all LP, as
@@ -195,6 +147,13 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 	}
 	gmx_msched__accuracy_pct(touched, predicted, hit, &ms->st);
 	ms->st.valid = 1;
+	if (variant == GMX_MSCHED_BELADY) {
+		rc = gmx_msched__belady_create(ms);
+		if (rc) {
+			gmx_msched_destroy(ms);
+			return rc;
+		}
+	}
 	if (variant == GMX_MSCHED_PRIO) {
 		m->protect = 1;
 		m->prio_worst = 0;
@@ -237,6 +196,7 @@ void gmx_msched_destroy(gmx_msched_t *ms)
 		free(ms->t[i].rp);
 		free(ms->t[i].rn);
 	}
+	gmx_msched__belady_destroy(ms);
 	gmx_mplan_destroy(ms->plan);
 	free(ms->ready);
 	free(ms->mask);
@@ -292,7 +252,7 @@ static int need_push(gmx_msched_t *ms, uint32_t c)
 	return 0;
 }
 
-static void set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi)
+void gmx_msched__set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi)
 {
 	for (uint32_t b = lo; b < hi;) {
 		uint32_t w = b >> 6, s = b & 63, e = (hi - (w << 6)) < 64 ? hi - (w << 6) : 64;
@@ -330,7 +290,7 @@ static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
 				}
 				if (want_mask)
-					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
+					gmx_msched__set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(stop - ((uint64_t)c << 9)));
 				pg = stop;
 			}
 		}
@@ -338,15 +298,13 @@ static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 	return 0;
 }
 
-/* The chunk holding page pg: *stop gets the end of [pg, end) within it and mk the mask of
- * those pages. */
-static uint32_t chunk_part(uint64_t pg, uint64_t end, uint64_t mk[8], uint64_t *stop)
+uint32_t gmx_msched__chunk_part(uint64_t pg, uint64_t end, uint64_t mk[8], uint64_t *stop)
 {
 	uint32_t c = (uint32_t)(pg >> 9);
 	uint64_t cend = ((uint64_t)c + 1) << 9;
 	*stop = end < cend ? end : cend;
 	memset(mk, 0, 8 * sizeof(*mk));
-	set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(*stop - ((uint64_t)c << 9)));
+	gmx_msched__set_bits(mk, (uint32_t)(pg & 511), (uint32_t)(*stop - ((uint64_t)c << 9)));
 	return c;
 }
 
@@ -359,7 +317,7 @@ static uint64_t missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 	return n;
 }
 
-static int has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
+int gmx_msched__has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 {
 	for (int i = 0; i < 8; i++)
 		if (mask[i] & ~k->bits[i])
@@ -383,11 +341,10 @@ static void relink(gmx_memspace_t *m, const uint32_t *order, uint32_t n)
 	}
 }
 
-/* Moves one chunk's pages in (after evicting as needed) on the copy engines
- * from `at`; records when they have arrived. */
-static int64_t migrate_chunk(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8], int64_t at, uint64_t *in_total)
+int64_t gmx_msched__migrate(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8], int64_t at, uint64_t pre_out,
+			    uint64_t *in_total)
 {
-	uint64_t in = 0, out = 0;
+	uint64_t in = 0, out = pre_out;
 	int64_t rc = gmx_memspace_populate(ms->m, c, mask, ms->stamp, at, &in, &out);
 	if (rc < 0)
 		return rc;
@@ -470,7 +427,7 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 		ms->resident[nr++] = c;
 	for (uint32_t i = ms->first[0]; i < ms->first[1]; i++) {
 		uint32_t c = ms->need[i];
-		ms->is_res[c] = (uint8_t)has_pages(&m->chunks[c], ms->mask[c]);
+		ms->is_res[c] = (uint8_t)gmx_msched__has_pages(&m->chunks[c], ms->mask[c]);
 	}
 	gmx_mplan_timeline_t tl = {ns, ms->first, ms->need};
 	uint32_t n_load, n_keep;
@@ -488,7 +445,7 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 		uint32_t c = ms->load[i];
 		if (!m->chunks[c].resident && fresh++ >= budget)
 			break;
-		if (migrate_chunk(ms, c, ms->mask[c], at, &ms->st.planned_in_bytes))
+		if (gmx_msched__migrate(ms, c, ms->mask[c], at, 0, &ms->st.planned_in_bytes))
 			break;
 	}
 	/* Then the slice after it, on the link behind those loads, while the turn
@@ -502,7 +459,7 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 			uint32_t c = ms->need[i];
 			if (ms->h2d_free > at + ms->slice_ns)
 				break;
-			if (has_pages(&m->chunks[c], ms->mask[c]))
+			if (gmx_msched__has_pages(&m->chunks[c], ms->mask[c]))
 				continue;
 			if (!m->chunks[c].resident && m->used_chunks >= m->capacity_chunks) {
 				uint32_t v = m->head;
@@ -513,7 +470,7 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 					break;
 			}
 			m->chunks[c].stamp = ms->stamp; /* not a victim of the prefetch that follows */
-			if (migrate_chunk(ms, c, ms->mask[c], at, &ms->st.prefetch_in_bytes))
+			if (gmx_msched__migrate(ms, c, ms->mask[c], at, 0, &ms->st.prefetch_in_bytes))
 				break;
 		}
 	ms->st.switches++;
@@ -550,7 +507,7 @@ static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_
 						return -1;
 				}
 				if (want_mask)
-					set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
+					gmx_msched__set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
 				pg = e;
 			}
 		}
@@ -672,6 +629,10 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	const gmx_workload_t *w = p->w;
 	if (ms->oom)
 		return -ENOMEM;
+	if (ms->belady) {
+		p->next_op = (op + 1) % w->n_ops;
+		return gmx_msched__belady_kernel(ms, task, op, now, ready);
+	}
 	p->next_op = op;
 	/* PRIO: an HP turn is an interruption of the LP timeline, not a switch of
 	 * it: the HP working set stays resident (protected), so the LP plan stands
@@ -700,10 +661,10 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
 			uint64_t mk[8], stop;
-			uint32_t c = chunk_part(pg, end, mk, &stop);
+			uint32_t c = gmx_msched__chunk_part(pg, end, mk, &stop);
 			m->chunks[c].stamp = ms->stamp; /* never evicted to make room for its own kernel */
-			if (!has_pages(&m->chunks[c], mk)) {
-				if (migrate_chunk(ms, c, mk, now, &ms->st.topup_in_bytes) == 0)
+			if (!gmx_msched__has_pages(&m->chunks[c], mk)) {
+				if (gmx_msched__migrate(ms, c, mk, now, 0, &ms->st.topup_in_bytes) == 0)
 					m->chunks[c].stamp = ms->stamp;
 				ms->st.predicted_missing += missing_pages(&m->chunks[c], mk);
 			}
@@ -712,8 +673,14 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 			pg = stop;
 		}
 	}
-	/* Pages in flight that the kernel really touches (predicted or not) must
-	 * arrive first too: a fault on an in-flight page waits for it. */
+	*ready = gmx_msched__inflight_wait(ms, task, op, start);
+	return 0;
+}
+
+int64_t gmx_msched__inflight_wait(const gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t start)
+{
+	const gmx_workload_t *w = ms->t[task].w;
+	const gmx_memspace_t *m = ms->m;
 	for (uint32_t r = 0; r < w->ops[op].region_count; r++) {
 		const gmx_region_t *g = &w->regions[w->ops[op].region_first + r];
 		uint64_t lo = gmx_memspace_page(m, task, g->buffer, g->offset) >> 9;
@@ -728,8 +695,7 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	 * migration issued so far. */
 	if (ms->variant == GMX_MSCHED_SERIAL && ms->h2d_free > start)
 		start = ms->h2d_free;
-	*ready = start;
-	return 0;
+	return start;
 }
 
 int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
@@ -742,7 +708,7 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
 			uint64_t mk[8], stop;
-			uint32_t c = chunk_part(pg, end, mk, &stop);
+			uint32_t c = gmx_msched__chunk_part(pg, end, mk, &stop);
 			pages += missing_pages(&ms->m->chunks[c], mk);
 			pg = stop;
 		}

@@ -36,6 +36,9 @@ typedef enum gmx_msched_variant {
 				* full planner, with the HP working set never evicted for LP
 				* work, LP evicted first, and HP migrations waiting at most one
 				* piece of LP migration */
+	GMX_MSCHED_BELADY,     /* the continuous Belady planner (msched_belady.c): the next turns'
+				* pages stream in while the running one computes, into the
+				* chunks used furthest ahead on the predicted timeline */
 } gmx_msched_variant_t;
 
 typedef struct gmx_msched gmx_msched_t;

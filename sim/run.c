@@ -18,7 +18,7 @@
 #define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
-    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux"};
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux", "msched-belady"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {

@@ -24,9 +24,10 @@ typedef enum gmx_mem_mode {
 	GMX_MEM_MSCHED_SERIAL,	   /* no evict/load overlap */
 	GMX_MEM_MSCHED_FIFO,	   /* the driver's eviction order */
 	GMX_MEM_GPUMUX,		   /* msched with priority in every decision (docs/combined.md) */
+	GMX_MEM_MSCHED_BELADY,	   /* msched with the continuous Belady planner (sim/msched_belady.c) */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
-#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo, gpumux"
+#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo, gpumux, msched-belady"
 
 typedef enum gmx_arrival_kind {
 	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */
