@@ -7,29 +7,40 @@
 # kernel; ../shared/checks/fidelity holds full windows to 0.5%).
 # GMX_IDEAL_ONLY="a-150 ..." limits the scenarios (the sanitizer build checks memory, not
 # figures, and runs two at one slice; the release build runs all).
-# usage: ideal_bound.sh GPUMUX SCENARIO_DIR
+# GROUP (a, b, c, d, micro) takes the scenarios of one mix: CTest runs the five groups as five
+# tests, side by side; without it, every mix.
+# usage: ideal_bound.sh GPUMUX SCENARIO_DIR [GROUP]
 set -u
-G=$1 D=$2
+G=$1 D=$2 P=${3:-}
 command -v jq >/dev/null || { echo "SKIPPED: jq not installed (scripts/deps installs it)"; exit 77; }
 run() { "$G" sim "$@" --warmup ${GMX_IDEAL_WARMUP:-2} --duration ${GMX_IDEAL_DURATION:-3} --json || { echo "FAIL: gpumux sim $*"; exit 1; }; }
-# mean over tasks of throughput(a) / throughput(b)
-share() { jq -n --argjson a "$1" --argjson b "$2" \
-  '[$a.tasks[] as $t | ($b.tasks[] | select(.name==$t.name) | .throughput_per_s) as $r | select($r>0) | $t.throughput_per_s/$r] | add/length'; }
+# Mean over tasks of throughput / inmem's throughput, for each JSON report on stdin (one line
+# each; one jq for all the runs of a scenario at a slice).
+shares() { jq -c --argjson b "$1" \
+  '[.tasks[] as $t | ($b.tasks[] | select(.name==$t.name) | .throughput_per_s) as $r | select($r>0) | $t.throughput_per_s/$r] | add/length'; }
+pols=(um msched msched-wholealloc msched-serial msched-fifo)
 bad="" n=0
-for f in "$D"/msched/*.ini; do
+for f in "$D"/msched/${P:+$P-}*.ini; do
   s=$(basename "$f" .ini)
   [ -z "${GMX_IDEAL_ONLY:-}" ] || [[ " $GMX_IDEAL_ONLY " == *" $s "* ]] || continue
   for S in ${GMX_IDEAL_SLICES:-2 20 200 1000 2000}; do
     inm=$(run "$f" --mem inmem --sched timeline --slice-ms $S) || exit 1
-    idl=$(share "$(run "$f" --mem ideal --sched timeline --slice-ms $S)" "$inm") || exit 1
-    for m in um msched msched-wholealloc msched-serial msched-fifo; do
+    rs=("$(run "$f" --mem ideal --sched timeline --slice-ms $S)") || exit 1
+    for m in "${pols[@]}"; do
       if [ $m = um ]; then r=$(run "$f" --mem um --sched timeline --slice-ms $S) || exit 1
       else r=$(run "$f" --mem $m --mem-slice-ms $S) || exit 1; fi
-      x=$(share "$r" "$inm")
+      rs+=("$r")
+    done
+    mapfile -t sh < <(printf '%s\n' "${rs[@]}" | shares "$inm")
+    [ ${#sh[@]} -eq $((${#pols[@]} + 1)) ] || { echo "FAIL: $s@${S}ms: ${#sh[@]} shares of inmem for $((${#pols[@]} + 1)) runs"; exit 1; }
+    idl=${sh[0]}
+    for k in "${!pols[@]}"; do
+      m=${pols[k]} x=${sh[k + 1]}
       n=$((n + 1))
       awk -v x="$x" -v i="$idl" 'BEGIN{exit !(x <= i * 1.02 + 1e-9)}' || bad="$bad $s@${S}ms:$m=$x>ideal=$idl"
     done
   done
 done
+[ $n -gt 0 ] || { echo "FAIL: no scenario of group '${P:-any}' in $D/msched (GMX_IDEAL_ONLY=${GMX_IDEAL_ONLY:-})"; exit 1; }
 [ -z "$bad" ] || { echo "FAIL: a policy exceeds the ideal:$bad"; exit 1; }
 echo "ok: $n policy runs, none above the ideal at its slice"
