@@ -573,6 +573,8 @@ static uint32_t by_priority(const gmxd_mem_t *m, const units_t *u, const uint32_
 			    uint32_t *out)
 {
 	uint32_t k = 0;
+	if (n == 0 || !u->info)
+		return 0; /* no units, so no victims to order */
 	for (uint64_t level = 0; level <= 10; level++)
 		for (uint32_t i = 0; i < n; i++) {
 			int vp = m->prio[u->info[in[i]].task];
