@@ -8,7 +8,8 @@
  *   queue        through the shim, every launch queued and granted, in flight <= 4 (default):
  *                once 4 are in flight the call only enqueues; the dispatcher releases
  *   queue_inline through the shim, queued with in flight <= 1024: each call enqueues, releases
- *                to the driver and records the completion event itself (the whole path)
+ *                to the driver and tracks its completion itself (the whole path; an event
+ *                only while its stream was last seen busy, docs/shim.md)
  * Set 1 loads the kernel from the stand-in's text format and the shim asks the driver for its
  * name and layout (cuFuncGetName/cuFuncGetParamInfo). Set 2 (suffix _image) loads it from a
  * PTX image and the queueing runs set GPUMUX_SHIM_KERNEL_INFO=image: name and layout come from
