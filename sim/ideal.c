@@ -1,5 +1,6 @@
 /* Belady's rule at 64 KB granularity with a lazy max-heap per task. */
 #include "ideal.h"
+#include "maxheap.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -7,10 +8,8 @@
 
 #define NEVER INT64_MAX
 
-typedef struct heap_entry {
-	int64_t key; /* absolute task-time of next use */
-	uint32_t big;
-} heap_entry_t;
+/* key: absolute task-time of next use; id: the big page. */
+typedef gmx_heap_entry_t heap_entry_t;
 
 typedef struct task_index {
 	const gmx_workload_t *w;
@@ -20,8 +19,8 @@ typedef struct task_index {
 	uint32_t *use_off;  /* CSR: uses of local big b are use_op[use_off[b] .. use_off[b+1]) */
 	uint32_t *use_op;
 	int64_t *cum;       /* cum[i] = solo GPU ns before op i; cum[n_ops] = unit length */
-	heap_entry_t *heap;
-	uint32_t heap_n, heap_cap, live;
+	gmx_maxheap_t heap;
+	uint32_t live;
 } task_index_t;
 
 struct gmx_ideal {
@@ -85,51 +84,6 @@ static void units_of(const gmx_workload_t *w, uint8_t *unit)
 			u /= 2;
 		unit[g->buffer] = (uint8_t)(u >> GMX_BIG_SHIFT);
 	}
-}
-
-/* 0 or -ENOMEM. */
-static int heap_push(task_index_t *ti, int64_t key, uint32_t big)
-{
-	if (ti->heap_n == ti->heap_cap) {
-		uint32_t ncap = ti->heap_cap ? ti->heap_cap * 2 : 1024;
-		heap_entry_t *h = realloc(ti->heap, ncap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		ti->heap = h;
-		ti->heap_cap = ncap;
-	}
-	uint32_t i = ti->heap_n++;
-	while (i > 0) {
-		uint32_t p = (i - 1) / 2;
-		if (ti->heap[p].key >= key)
-			break;
-		ti->heap[i] = ti->heap[p];
-		i = p;
-	}
-	ti->heap[i] = (heap_entry_t){key, big};
-	return 0;
-}
-
-static void heap_pop(task_index_t *ti)
-{
-	heap_entry_t last = ti->heap[--ti->heap_n];
-	uint32_t i = 0;
-	for (;;) {
-		uint32_t l = 2 * i + 1, r = l + 1, m = i;
-		int64_t best = last.key;
-		if (l < ti->heap_n && ti->heap[l].key > best) {
-			m = l;
-			best = ti->heap[l].key;
-		}
-		if (r < ti->heap_n && ti->heap[r].key > best)
-			m = r;
-		if (m == i)
-			break;
-		ti->heap[i] = ti->heap[m];
-		i = m;
-	}
-	if (ti->heap_n)
-		ti->heap[i] = last;
 }
 
 static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, const gmx_workload_t *w)
@@ -253,7 +207,7 @@ static int set_resident(gmx_ideal_t *id, uint32_t big, int64_t key)
 	id->key[big] = key;
 	int t = owner(id, big);
 	id->t[t].live++;
-	return heap_push(&id->t[t], key, big);
+	return gmx_maxheap_push(&id->t[t].heap, key, big);
 }
 
 /* Records a key to push once the running op's evictions are done: until then
@@ -328,7 +282,7 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 		free(id->t[t].use_off);
 		free(id->t[t].use_op);
 		free(id->t[t].cum);
-		free(id->t[t].heap);
+		free(id->t[t].heap.e);
 	}
 	free(id->pending);
 	free(id->stamp_end);
@@ -361,7 +315,7 @@ int64_t gmx_ideal_task_time(const gmx_ideal_t *id, uint32_t task, uint64_t unit,
 
 static int entry_valid(const gmx_ideal_t *id, const heap_entry_t *e)
 {
-	return ((id->resident[e->big >> 6] >> (e->big & 63)) & 1) && id->key[e->big] == e->key;
+	return ((id->resident[e->id >> 6] >> (e->id & 63)) & 1) && id->key[e->id] == e->key;
 }
 
 /* Evicts the resident page whose next use lies furthest ahead in its owner's
@@ -372,17 +326,17 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 	int64_t best_score = INT64_MIN;
 	for (uint32_t t = 0; t < id->n_tasks; t++) {
 		task_index_t *ti = &id->t[t];
-		while (ti->heap_n) {
-			heap_entry_t *e = &ti->heap[0];
+		while (ti->heap.n) {
+			heap_entry_t *e = &ti->heap.e[0];
 			if (!entry_valid(id, e)) {
-				heap_pop(ti);
+				gmx_maxheap_pop(&ti->heap);
 			} else {
 				break;
 			}
 		}
-		if (!ti->heap_n)
+		if (!ti->heap.n)
 			continue;
-		int64_t k = ti->heap[0].key;
+		int64_t k = ti->heap.e[0].key;
 		int64_t score = k == NEVER ? INT64_MAX : k - progress[t];
 		if (id->has_tl && k != NEVER) {
 			/* Owner's GPU time to wall-clock time on the slice timeline. */
@@ -399,8 +353,8 @@ static int evict_one(gmx_ideal_t *id, const int64_t *progress)
 	int rc = best < 0 ? -ENOSPC : 0;
 	if (best >= 0) {
 		task_index_t *ti = &id->t[best];
-		uint32_t big = ti->heap[0].big;
-		heap_pop(ti);
+		uint32_t big = ti->heap.e[0].id;
+		gmx_maxheap_pop(&ti->heap);
 		id->resident[big >> 6] &= ~(1ull << (big & 63));
 		ti->live--;
 		id->used -= id->ubigs[big];
@@ -524,7 +478,7 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 		}
 	}
 	for (uint32_t i = 0; i < id->pending_n; i++)
-		if (heap_push(ti, id->pending[i].key, id->pending[i].big))
+		if (gmx_maxheap_push(&ti->heap, id->pending[i].key, id->pending[i].id))
 			return -ENOMEM;
 	id->pending_n = 0;
 	out->in_bytes = id->in_bytes - in0;
@@ -535,17 +489,17 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	uint64_t room = id->capacity_bytes > id->prev_last_op_bytes ? id->capacity_bytes - id->prev_last_op_bytes : 0;
 	out->after_switch_bytes = id->turn_bytes > room ? id->turn_bytes - room : 0;
 	/* Stale heap entries pile up as keys change; rebuild when they dominate. */
-	if (ti->heap_n > 4 * ti->live + 4096) {
+	if (ti->heap.n > 4 * ti->live + 4096) {
 		uint32_t k = 0;
-		for (uint32_t i = 0; i < ti->heap_n; i++)
-			if (entry_valid(id, &ti->heap[i]))
-				ti->heap[k++] = ti->heap[i];
+		for (uint32_t i = 0; i < ti->heap.n; i++)
+			if (entry_valid(id, &ti->heap.e[i]))
+				ti->heap.e[k++] = ti->heap.e[i];
 		heap_entry_t *copy = malloc((size_t)k * sizeof(*copy) + 1);
 		if (copy) {
-			memcpy(copy, ti->heap, (size_t)k * sizeof(*copy));
-			ti->heap_n = 0;
+			memcpy(copy, ti->heap.e, (size_t)k * sizeof(*copy));
+			ti->heap.n = 0;
 			for (uint32_t i = 0; i < k; i++)
-				(void)heap_push(ti, copy[i].key, copy[i].big); /* fits: the heap only shrank */
+				(void)gmx_maxheap_push(&ti->heap, copy[i].key, copy[i].id); /* fits: the heap only shrank */
 			free(copy);
 		}
 	}

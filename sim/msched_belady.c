@@ -26,76 +26,32 @@
 
 /* ---- heaps ------------------------------------------------------------------ */
 
-static int heap_push(bindex_t *b, int64_t key, uint32_t chunk)
-{
-	if (b->heap_n == b->heap_cap) {
-		uint32_t ncap = b->heap_cap ? 2 * b->heap_cap : 1024;
-		bentry_t *h = realloc(b->heap, ncap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		b->heap = h;
-		b->heap_cap = ncap;
-	}
-	uint32_t i = b->heap_n++;
-	while (i > 0) {
-		uint32_t p = (i - 1) / 2;
-		if (b->heap[p].key >= key)
-			break;
-		b->heap[i] = b->heap[p];
-		i = p;
-	}
-	b->heap[i] = (bentry_t){key, chunk};
-	return 0;
-}
-
-static void heap_pop(bindex_t *b)
-{
-	bentry_t last = b->heap[--b->heap_n];
-	uint32_t i = 0;
-	for (;;) {
-		uint32_t l = 2 * i + 1, r = l + 1, m = i;
-		int64_t best = last.key;
-		if (l < b->heap_n && b->heap[l].key > best) {
-			m = l;
-			best = b->heap[l].key;
-		}
-		if (r < b->heap_n && b->heap[r].key > best)
-			m = r;
-		if (m == i)
-			break;
-		b->heap[i] = b->heap[m];
-		i = m;
-	}
-	if (b->heap_n)
-		b->heap[i] = last;
-}
-
 static int entry_valid(const gmx_msched_t *ms, const bentry_t *e)
 {
-	return ms->m->chunks[e->chunk].resident && ms->bkey[e->chunk] == e->key;
+	return ms->m->chunks[e->id].resident && ms->bkey[e->id] == e->key;
 }
 
 /* Drops stale entries (and duplicates) when they dominate the heap. */
 static void heap_compact(gmx_msched_t *ms, bindex_t *b)
 {
-	if (b->heap_n <= 2 * b->n + 4096)
+	if (b->heap.n <= 2 * b->n + 4096)
 		return;
 	if (++ms->bgen == 0) {
 		memset(ms->bmark, 0, ((size_t)ms->m->n_chunks + 1) * sizeof(uint32_t));
 		ms->bgen = 1;
 	}
-	uint32_t k = 0, n = b->heap_n;
+	uint32_t k = 0, n = b->heap.n;
 	for (uint32_t i = 0; i < n; i++) {
-		bentry_t e = b->heap[i];
-		if (entry_valid(ms, &e) && ms->bmark[e.chunk] != ms->bgen) {
-			ms->bmark[e.chunk] = ms->bgen;
-			b->heap[k++] = e;
+		bentry_t e = b->heap.e[i];
+		if (entry_valid(ms, &e) && ms->bmark[e.id] != ms->bgen) {
+			ms->bmark[e.id] = ms->bgen;
+			b->heap.e[k++] = e;
 		}
 	}
 	/* Rebuild in place: push the kept entries one by one (the heap only shrank). */
-	b->heap_n = 0;
+	b->heap.n = 0;
 	for (uint32_t i = 0; i < k; i++)
-		(void)heap_push(b, b->heap[i].key, b->heap[i].chunk);
+		(void)gmx_maxheap_push(&b->heap, b->heap.e[i].key, b->heap.e[i].id);
 }
 
 static int set_key(gmx_msched_t *ms, uint32_t c, int64_t key)
@@ -104,7 +60,7 @@ static int set_key(gmx_msched_t *ms, uint32_t c, int64_t key)
 	if (ms->bkey[c] == key && key != INT64_MIN)
 		return 0; /* its entry stands */
 	ms->bkey[c] = key;
-	int rc = heap_push(b, key, c);
+	int rc = gmx_maxheap_push(&b->heap, key, c);
 	heap_compact(ms, b);
 	return rc;
 }
@@ -179,23 +135,23 @@ static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 	ms->stash_n = 0;
 	for (uint32_t t = 0; t < ms->n; t++) {
 		bindex_t *b = &ms->b[t];
-		while (b->heap_n) {
-			bentry_t e = b->heap[0];
+		while (b->heap.n) {
+			bentry_t e = b->heap.e[0];
 			if (!entry_valid(ms, &e)) {
-				heap_pop(b);
+				gmx_maxheap_pop(&b->heap);
 				continue;
 			}
 			int64_t pos = task_time(ms, t, b->unit, b->op);
 			if (e.key != MSCHED_NEVER && e.key < pos) {
 				/* Its predicted use has passed: key it by the next one. */
-				heap_pop(b);
-				ms->bkey[e.chunk] = next_use(ms, t, e.chunk, b->unit, b->op);
-				if (heap_push(b, ms->bkey[e.chunk], e.chunk))
+				gmx_maxheap_pop(&b->heap);
+				ms->bkey[e.id] = next_use(ms, t, e.id, b->unit, b->op);
+				if (gmx_maxheap_push(&b->heap, ms->bkey[e.id], e.id))
 					return GMX_NO_CHUNK;
 				continue;
 			}
-			if (ms->m->chunks[e.chunk].stamp == ms->stamp || ms->ready[e.chunk] > now) {
-				heap_pop(b);
+			if (ms->m->chunks[e.id].stamp == ms->stamp || ms->ready[e.id] > now) {
+				gmx_maxheap_pop(&b->heap);
 				if (ms->stash_n == ms->stash_cap) {
 					uint32_t ncap = ms->stash_cap ? 2 * ms->stash_cap : 256;
 					bentry_t *p = realloc(ms->stash, ncap * sizeof(*p));
@@ -209,14 +165,14 @@ static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 			}
 			int64_t wt = wall(ms, t, e.key, now);
 			if (best == GMX_NO_CHUNK || wt > best_w) {
-				best = e.chunk;
+				best = e.id;
 				best_w = wt;
 			}
 			break;
 		}
 	}
 	for (uint32_t i = 0; i < ms->stash_n; i++)
-		(void)heap_push(&ms->b[ms->m->chunks[ms->stash[i].chunk].task], ms->stash[i].key, ms->stash[i].chunk);
+		(void)gmx_maxheap_push(&ms->b[ms->m->chunks[ms->stash[i].id].task].heap, ms->stash[i].key, ms->stash[i].id);
 	*w = best_w;
 	return best;
 }
@@ -347,7 +303,7 @@ void gmx_msched__belady_destroy(gmx_msched_t *ms)
 		free(ms->b[t].off);
 		free(ms->b[t].ops);
 		free(ms->b[t].cum);
-		free(ms->b[t].heap);
+		free(ms->b[t].heap.e);
 	}
 	free(ms->bkey);
 	free(ms->bmark);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "gpumux/mplan.h"
+#include "maxheap.h"
 #include "msched.h"
 
 /* Stamps of msched's own migrations: the high bit keeps them apart from the
@@ -29,10 +30,8 @@ typedef struct ptask {
 	int64_t target_ns;         /* latency target, 0 = none */
 } ptask_t;
 
-typedef struct bentry {
-	int64_t key;   /* task time (ns of its predicted GPU time) of the chunk's next use */
-	uint32_t chunk;
-} bentry_t;
+/* key: task time (ns of its predicted GPU time) of the chunk's next use; id: the chunk. */
+typedef gmx_heap_entry_t bentry_t;
 
 /* The Belady planner's view of one task: when each of its chunks is next
  * predicted to be used, in the task's own GPU time. */
@@ -40,8 +39,7 @@ typedef struct bindex {
 	uint32_t first, n;   /* its chunks: first .. first + n - 1 */
 	uint32_t *off, *ops; /* CSR: the ops predicted to touch local chunk c, ascending */
 	int64_t *cum;        /* predicted GPU ns before op i; cum[n_ops] = one unit */
-	bentry_t *heap;      /* lazy max-heap of its resident chunks by key */
-	uint32_t heap_n, heap_cap;
+	gmx_maxheap_t heap;  /* lazy max-heap of its resident chunks by key */
 	uint64_t unit;       /* units started */
 	uint32_t op;         /* op it runs (or ran last) */
 	int started;         /* it has run an op */
