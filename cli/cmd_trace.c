@@ -11,7 +11,7 @@
 
 static void usage_trace(FILE *out)
 {
-	fprintf(out, "usage: gpumux trace import SRC -o OUT [--format F] [--tokens N] [--device D]\n"
+	fprintf(out, "usage: gpumux trace import SRC -o OUT [--format F] [--tokens N] [--device D] [--tensors]\n"
 		     "       gpumux trace stats FILE [--json] [--format F] [--tokens N] [--device D]\n"
 		     "\n"
 		     "  import  convert a recorded trace into a gpumux workload file (.gmxw)\n"
@@ -24,6 +24,7 @@ static void usage_import(FILE *out)
 {
 	fprintf(out,
 		"usage: gpumux trace import SRC -o OUT [--format auto|kineto|orion|vidur] [--tokens N] [--device D]\n"
+		"                           [--tensors]\n"
 		"\n"
 		"Reads SRC and writes one workload unit to OUT in the native format: the whole recorded\n"
 		"timeline (kineto), one request or iteration (orion), one model step (vidur).\n"
@@ -39,6 +40,9 @@ static void usage_import(FILE *out)
 		"  --format F         skip detection and read SRC as F\n"
 		"  --tokens N         vidur: tokens in the step (1..4096)\n"
 		"  --device D         vidur: a100 or h100 when SRC's path does not name it\n"
+		"  --tensors          kineto: one buffer per recorded tensor, with its alloc and free;\n"
+		"                     by default the tensors are packed as PyTorch's caching allocator\n"
+		"                     packs them and the buffers are its segments (what the device holds)\n"
 		"\n"
 		"On bad input prints one line FILE:LINE:COLUMN: or FILE: byte N: with the reason and\n"
 		"exits 1. See docs/traces.md.\n");
@@ -101,7 +105,7 @@ static int parse_common(int argc, char **argv, int *i, gmx_trace_opts_t *o)
 
 static int cmd_import(int argc, char **argv)
 {
-	gmx_trace_opts_t o = {0};
+	gmx_trace_opts_t o = {.pack = 1};
 	const char *src = NULL, *out = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -115,6 +119,8 @@ static int cmd_import(int argc, char **argv)
 				return 2;
 			}
 			out = argv[++i];
+		} else if (!strcmp(a, "--tensors")) {
+			o.pack = 0;
 		} else if (a[0] == '-' && a[1]) {
 			int rc = parse_common(argc, argv, &i, &o);
 			if (rc)

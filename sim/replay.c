@@ -58,7 +58,7 @@ int gmx_replay_compare(const char *path, gmx_replay_result_t *r, char *err, size
 	memset(r, 0, sizeof(*r));
 	gmx_workload_t w;
 	gmx_trace_info_t info = {0};
-	gmx_trace_opts_t opts = {0};
+	gmx_trace_opts_t opts = {.pack = 1}; /* as a scenario's workload = trace replays it */
 	int rc = gmx_trace_import(path, &opts, &w, &info, err, err_len);
 	if (rc)
 		return rc;

@@ -379,7 +379,7 @@ static int load_gaps(const char *path, gmx_sim_task_t *t, char *err, size_t err_
  * (file = PATH, and optionally format, tokens, device as for gpumux trace import). */
 static int import_trace(const char *dir, const task_spec_t *t, gmx_workload_t *w, char *msg, size_t len)
 {
-	gmx_trace_opts_t opts = {0};
+	gmx_trace_opts_t opts = {.pack = 1}; /* the device holds the allocator's segments */
 	const char *file = NULL;
 	for (size_t k = 0; k < t->n_params; k++) {
 		const char *key = t->params[k].key, *v = t->params[k].value;

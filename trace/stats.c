@@ -62,45 +62,27 @@ static int count_stream(gmx_trace_stats_t *st, int16_t s)
 	return 0;
 }
 
-/* What the device holds for the workload's allocations as PyTorch's caching
- * allocator packs them (include/gpumux/devalloc.h): buffers live from the
- * start are placed first, in index order, then every ALLOC and FREE in op
- * order; segments are never returned, so the bytes of all segments created is
- * both the final and the peak figure. 0 or -ENOMEM. */
-static int packed_bytes(const gmx_workload_t *w, const uint8_t *live_at_start, uint64_t *out)
+/* What the device holds for the workload's buffers. A workload that records
+ * allocations (ALLOC/FREE ops: a trace imported tensor by tensor) is replayed
+ * through PyTorch's caching allocator (gmx_trace__packed_reserved); one that
+ * records none lays out its device allocations itself (generators, packed
+ * imports): each buffer is one cudaMalloc, packed as the driver packs them
+ * (gmx_devalloc_chunks). 0 or -ENOMEM. */
+static int packed_bytes(const gmx_workload_t *w, uint64_t *out)
 {
-	*out = 0;
-	gmx_devalloc_t a;
-	gmx_devalloc_init(&a);
-	uint32_t *seg = malloc((w->n_buffers + 1) * sizeof(*seg));
-	uint64_t *off = malloc((w->n_buffers + 1) * sizeof(*off));
-	uint8_t *in = calloc(w->n_buffers + 1, 1);
-	int rc = seg && off && in ? 0 : -ENOMEM;
-	for (uint32_t b = 0; !rc && b < w->n_buffers; b++)
-		if (live_at_start[b] && w->buffers[b].size) {
-			rc = gmx_devalloc_alloc(&a, w->buffers[b].size, &seg[b], &off[b]);
-			in[b] = !rc;
-		}
-	for (uint32_t i = 0; !rc && i < w->n_ops; i++) {
-		const gmx_op_t *o = &w->ops[i];
-		uint32_t b = o->buffer;
-		if (b >= w->n_buffers || !w->buffers[b].size)
-			continue;
-		if (o->kind == GMX_OP_ALLOC && !in[b]) {
-			rc = gmx_devalloc_alloc(&a, w->buffers[b].size, &seg[b], &off[b]);
-			in[b] = !rc;
-		} else if (o->kind == GMX_OP_FREE && in[b]) {
-			gmx_devalloc_release(&a, seg[b], off[b]);
-			in[b] = 0;
-		}
-	}
-	if (!rc)
-		*out = gmx_devalloc_reserved(&a);
-	gmx_devalloc_free(&a);
-	free(seg);
-	free(off);
-	free(in);
-	return rc == -ENOMEM ? -ENOMEM : 0;
+	int records = 0;
+	for (uint32_t i = 0; i < w->n_ops && !records; i++)
+		records = w->ops[i].kind == GMX_OP_ALLOC || w->ops[i].kind == GMX_OP_FREE;
+	if (records)
+		return gmx_trace__packed_reserved(w, out);
+	uint64_t *sizes = malloc((w->n_buffers + 1) * sizeof(*sizes));
+	if (!sizes)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < w->n_buffers; b++)
+		sizes[b] = w->buffers[b].size;
+	*out = gmx_devalloc_chunks(sizes, w->n_buffers) * GMX_DEVALLOC_ROUND_LARGE;
+	free(sizes);
+	return 0;
 }
 
 int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_trace_stats_t *st)
@@ -110,38 +92,25 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 	uint64_t *intervals = malloc((w->n_ops + 1) * sizeof(uint64_t));
 	uint64_t *gaps = malloc((w->n_ops + 1) * sizeof(uint64_t));
 	uint8_t *live = calloc(w->n_buffers + 1, 1);
-	uint8_t *seen = calloc(w->n_buffers + 1, 1);
-	if (!intervals || !gaps || !live || !seen) {
+	if (!intervals || !gaps || !live) {
 		free(intervals);
 		free(gaps);
 		free(live);
-		free(seen);
 		return -ENOMEM;
 	}
 	size_t ni = 0, ng = 0;
 	/* Buffers whose first operation is not an ALLOC are live from the start. */
-	for (uint32_t i = 0; i < w->n_ops; i++) {
-		const gmx_op_t *o = &w->ops[i];
-		if ((o->kind == GMX_OP_ALLOC || o->kind == GMX_OP_FREE) && o->buffer < w->n_buffers &&
-		    !seen[o->buffer]) {
-			seen[o->buffer] = 1;
-			live[o->buffer] = o->kind == GMX_OP_FREE;
-		}
-	}
+	gmx_trace__live_at_start(w, live);
 	uint64_t cur = 0;
-	for (uint32_t b = 0; b < w->n_buffers; b++) {
-		if (!seen[b])
-			live[b] = 1;
+	for (uint32_t b = 0; b < w->n_buffers; b++)
 		if (live[b])
 			cur += w->buffers[b].size;
-	}
 	st->peak_allocated_bytes = cur;
 	st->footprint_bytes = gmx_workload_footprint(w);
-	if (packed_bytes(w, live, &st->packed_bytes)) {
+	if (packed_bytes(w, &st->packed_bytes)) {
 		free(intervals);
 		free(gaps);
 		free(live);
-		free(seen);
 		return -ENOMEM;
 	}
 
@@ -263,7 +232,6 @@ int gmx_trace_stats(const gmx_workload_t *w, const gmx_trace_info_t *info, gmx_t
 	free(intervals);
 	free(gaps);
 	free(live);
-	free(seen);
 	return 0;
 }
 

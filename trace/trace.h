@@ -30,6 +30,8 @@ typedef struct gmx_trace_opts {
 	gmx_trace_format_t format; /* GMX_TRACE_AUTO to detect */
 	uint32_t tokens;	   /* Vidur: tokens of the step (0 = 512) */
 	const char *device;	   /* Vidur: "a100"/"h100" when the path does not say; may be NULL */
+	int pack;		   /* 1: a trace that records allocations (Kineto/HTA) comes out packed
+				      (gmx_trace_pack); 0: one buffer per recorded tensor */
 } gmx_trace_opts_t;
 
 /* What the source recorded beyond the workload: the GPU timeline of its kernels
@@ -87,6 +89,15 @@ int gmx_trace_import(const char *path, const gmx_trace_opts_t *opts, gmx_workloa
  * fuzzers and the tests. gzip content is decompressed as it is read. */
 int gmx_trace_import_mem(const void *data, size_t len, const char *label, const gmx_trace_opts_t *opts,
 			 gmx_workload_t *w, gmx_trace_info_t *info, char *err, size_t err_len);
+
+/* Rewrites *w's buffers as the caching allocator packs them (include/gpumux/devalloc.h):
+ * the buffers live from the start, then every ALLOC and FREE in op order, go through
+ * the allocator; each kernel region (and copy or memset buffer) moves onto the segment
+ * block its buffer held at that op; the segments become the buffers (one per
+ * cudaMalloc); the ALLOC/FREE ops go, their host time carried to the next op (to a
+ * final sync after the last). Kernels and bytes touched are unchanged. 0 or -ENOMEM
+ * with one line in err (the workload is then half rewritten: free it). */
+int gmx_trace_pack(gmx_workload_t *w, char *err, size_t err_len);
 
 /* Frees the arrays of an info; safe on a zeroed one. */
 void gmx_trace_info_free(gmx_trace_info_t *info);

@@ -56,6 +56,15 @@ int gmx_trace_vidur_header(const char *p, size_t n);
 int gmx_trace_vidur_read(gmx_src_t *s, const char *path, const gmx_trace_opts_t *o, gmx_workload_t *w,
 			 gmx_trace_info_t *info);
 
+/* Sets live[b] (n_buffers bytes) for each buffer live from the start: no ALLOC
+ * or FREE names it, or the first that does is a FREE. */
+void gmx_trace__live_at_start(const gmx_workload_t *w, uint8_t *live);
+
+/* Bytes of the segments the caching allocator creates for the buffers live from
+ * the start (index order) and then every ALLOC and FREE in op order, as
+ * gmx_trace_pack places them. 0 or -ENOMEM. */
+int gmx_trace__packed_reserved(const gmx_workload_t *w, uint64_t *out);
+
 /* Reads the whole remaining source as text (CSV sources are small). 0 or negative. */
 int gmx_src_slurp(gmx_src_t *s, char **text, size_t *len, size_t limit);
 
