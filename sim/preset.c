@@ -13,7 +13,6 @@
 #include <string.h>
 
 #define GiB (1024ull * 1024 * 1024)
-#define GB 1000000000ull
 
 /* [T] launch-to-start on an idle GPU: 6-13 us (minimum 4 us); take the middle. */
 #define LAUNCH_NS 8000
@@ -94,7 +93,8 @@ static const gmx_preset_t presets[] = {
 	{
 		.name = "h200",
 		.description = "H200 141 GB HBM3e, PCIe 5.0 host link (swap rates assumed as RTX 5080's)",
-		.hbm_bytes = 141 * GB,
+		.hbm_bytes = 143771ull << 20, /* nvidia-smi's 143,771 MiB (140.4 GiB): the marketed
+						 "141 GB" counts GiB, as the other presets' do */
 		.reserved_bytes = RESERVED_BYTES,
 		.host_bytes = 1024 * GiB,
 		.hbm_gbps = 4800,     /* [S] */

@@ -6,6 +6,7 @@
 
 #include "sim_testutil.h"
 
+#include "preset.h"
 #include "scenario.h"
 
 static char path[64];
@@ -205,6 +206,30 @@ static void missing_workload_file(void **state)
 	expect_error("[task a]\nworkload = nothere/w.gmxw\n", 2, "w.gmxw");
 }
 
+/* One unit convention: every preset's capacity is the size its name gives ("16 GB",
+ * "141 GB") read as GiB, within 2% (the H200 was 141 * 10^9 bytes, 131.3 GiB). */
+static void preset_capacities_are_gib(void **state)
+{
+	(void)state;
+	char names[512];
+	gmx_preset_names(names, sizeof(names));
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(names, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+		const gmx_preset_t *p = gmx_preset_find(t);
+		assert_non_null(p);
+		const char *gb = strstr(p->description, " GB");
+		assert_non_null(gb);
+		const char *d = gb;
+		while (d > p->description && d[-1] >= '0' && d[-1] <= '9')
+			d--;
+		double said = strtod(d, NULL), gib = (double)p->hbm_bytes / (1ull << 30);
+		if (gib < 0.98 * said || gib > 1.02 * said)
+			fail_msg("%s: %.1f GiB, described as %.0f GB", t, gib, said);
+		n++;
+	}
+	assert_true(n >= 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +248,7 @@ int main(void)
 	    cmocka_unit_test(missing_workload_file),
 	    cmocka_unit_test(bad_warmup),
 	    cmocka_unit_test(warmup_is_read_and_defaults_to_zero),
+	    cmocka_unit_test(preset_capacities_are_gib),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
