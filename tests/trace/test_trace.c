@@ -152,6 +152,63 @@ static void t_kineto(void)
 	gmx_workload_free(&w);
 }
 
+/* Bytes every kernel's regions cover, and the kernels that list any. */
+static uint64_t touched_bytes(const gmx_workload_t *w, uint64_t *with_regions)
+{
+	uint64_t b = 0;
+	*with_regions = 0;
+	for (uint32_t i = 0; i < w->n_ops; i++) {
+		const gmx_op_t *o = &w->ops[i];
+		*with_regions += o->kind == GMX_OP_KERNEL && o->region_count;
+		for (uint32_t r = 0; r < o->region_count; r++)
+			b += w->regions[o->region_first + r].length;
+	}
+	return b;
+}
+
+/* The recorded ResNet-50 training trace packed as the caching allocator packs it: 66 segments,
+ * 3,351,248,896 bytes (trace stats' packed_bytes of its tensors), where its 281 tensor buffers
+ * took 2,191 chunks (4.28 GiB) each on chunks of their own; the same kernels touch the same
+ * bytes. */
+static void t_pack(void)
+{
+	char path[1024], err[512];
+	snprintf(path, sizeof(path), "%s/kineto/worker0.1623143089861.pt.trace.json.gz", TRACES);
+	gmx_workload_t raw, pk;
+	gmx_trace_opts_t o = {.pack = 1};
+	int rc = gmx_trace_import(path, NULL, &raw, NULL, err, sizeof(err));
+	CHECK(rc == 0, "%s", err);
+	if (rc)
+		return;
+	rc = gmx_trace_import(path, &o, &pk, NULL, err, sizeof(err));
+	CHECK(rc == 0, "%s", err);
+	if (rc) {
+		gmx_workload_free(&raw);
+		return;
+	}
+	uint64_t chunks = 0;
+	for (uint32_t b = 0; b < raw.n_buffers; b++)
+		chunks += (raw.buffers[b].size + (2ull << 20) - 1) >> 21;
+	CHECK(raw.n_buffers == 281 && chunks == 2191, "%u tensor buffers, %llu chunks", raw.n_buffers,
+	      (unsigned long long)chunks);
+	gmx_trace_stats_t st;
+	CHECK(gmx_trace_stats(&raw, NULL, &st) == 0, "stats");
+	CHECK(st.packed_bytes == 3351248896ull, "packed_bytes %llu", (unsigned long long)st.packed_bytes);
+	CHECK(pk.n_buffers == 66, "%u segments", pk.n_buffers);
+	CHECK(gmx_workload_footprint(&pk) == 3351248896ull, "packed footprint %llu",
+	      (unsigned long long)gmx_workload_footprint(&pk));
+	CHECK(count_kind(&pk, GMX_OP_KERNEL) == 8772, "kernels");
+	CHECK(count_kind(&pk, GMX_OP_ALLOC) + count_kind(&pk, GMX_OP_FREE) == 0, "no alloc/free left");
+	uint64_t kr, kp;
+	uint64_t br = touched_bytes(&raw, &kr), bp = touched_bytes(&pk, &kp);
+	CHECK(br == bp && kr == kp && kp == 4368, "touched %llu / %llu bytes by %llu / %llu kernels",
+	      (unsigned long long)br, (unsigned long long)bp, (unsigned long long)kr, (unsigned long long)kp);
+	char msg[256];
+	CHECK(gmx_workload_validate(&pk, msg, sizeof(msg)) == 0, "%s", msg);
+	gmx_workload_free(&raw);
+	gmx_workload_free(&pk);
+}
+
 static void t_orion(void)
 {
 	gmx_workload_t w;
@@ -542,7 +599,7 @@ static void t_cli_help(const char *gpumux)
 {
 	char cmd[1024], msg[1024];
 	snprintf(cmd, sizeof(cmd), "'%s' trace import --help", gpumux);
-	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "--tokens"), "import --help");
+	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "--tokens") && strstr(msg, "--tensors"), "import --help");
 	snprintf(cmd, sizeof(cmd), "'%s' trace stats --help", gpumux);
 	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "--json"), "stats --help");
 	snprintf(cmd, sizeof(cmd), "'%s' trace stats '%s/orion/model_kernels/resnet50_4_fwd' --json", gpumux, TRACES);
@@ -555,6 +612,14 @@ static void t_cli_help(const char *gpumux)
 	CHECK(run(cmd, msg, sizeof(msg)) == 0 && strstr(msg, "\"kernels\":175") && strstr(msg, "\"streams\":{\"0\":175}") &&
 		      strstr(msg, "\"span_source\":\"estimated\""),
 	      "stats of the imported workload: %s", msg);
+	/* kineto: packed by default (66 segments), one buffer per tensor with --tensors (281) */
+	const char *kin = "kineto/worker0.1623143089861.pt.trace.json.gz";
+	snprintf(cmd, sizeof(cmd), "'%s' trace import '%s/%s' -o '%s/p.gmxw' && grep -c '^buffer' '%s/p.gmxw'", gpumux,
+		 TRACES, kin, dir, dir);
+	CHECK(run(cmd, msg, sizeof(msg)) == 0 && atoi(msg) == 66, "packed import: %s buffers", msg);
+	snprintf(cmd, sizeof(cmd), "'%s' trace import '%s/%s' --tensors -o '%s/t.gmxw' && grep -c '^buffer' '%s/t.gmxw'",
+		 gpumux, TRACES, kin, dir, dir);
+	CHECK(run(cmd, msg, sizeof(msg)) == 0 && atoi(msg) == 281, "--tensors import: %s buffers", msg);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	run(cmd, msg, sizeof(msg));
 	snprintf(cmd, sizeof(cmd), "'%s' trace import 2>/dev/null", gpumux);
@@ -580,6 +645,8 @@ int main(int argc, char **argv)
 		t_kineto();
 	else if (!strcmp(c, "orion"))
 		t_orion();
+	else if (!strcmp(c, "pack"))
+		t_pack();
 	else if (!strcmp(c, "orion_commas"))
 		t_orion_commas();
 	else if (!strcmp(c, "vidur")) {
