@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	gmx_trace_opts_t o = {.format = GMX_FUZZ_FORMAT, .tokens = 64, .device = "a100"};
+	/* inputs of odd length also go through the allocator's packing (gmx_trace_pack) */
+	gmx_trace_opts_t o = {.format = GMX_FUZZ_FORMAT, .tokens = 64, .device = "a100", .pack = (int)(size & 1)};
 	gmx_workload_t w;
 	gmx_trace_info_t info;
 	char err[512];

@@ -109,8 +109,11 @@ static int import_src(gmx_src_t *s, const char *path, const gmx_trace_opts_t *op
 		rc = gmx_trace_kineto_read(s, w, info);
 		/* the one format whose buffers are the allocator's tensors (Orion has none;
 		 * Vidur's are whole weights and caches laid out by the model) */
-		if (!rc && opts && opts->pack)
-			rc = gmx_trace_pack(w, s->err, s->err_len);
+		if (!rc && opts && opts->pack) {
+			char msg[128];
+			if ((rc = gmx_trace_pack(w, msg, sizeof(msg))))
+				gmx_src_fail(s, "%s", msg);
+		}
 		return rc;
 	case GMX_TRACE_ORION:
 		return gmx_trace_orion_read(s, w, info);
