@@ -79,21 +79,6 @@ void cnn_release(net_t *n, const tens_t *t)
 		n->rc = gmx_devalloc_release(&n->act, t->seg, t->off);
 }
 
-/* Grows a per-id table of `size`-byte entries to hold index id (zeroed). */
-static int grow(void **tab, uint32_t *cap, uint32_t id, size_t size)
-{
-	if (id < *cap)
-		return 0;
-	uint32_t nc = 2 * id + 64;
-	char *p = realloc(*tab, nc * size);
-	if (!p)
-		return -ENOMEM;
-	memset(p + (size_t)*cap * size, 0, (size_t)(nc - *cap) * size);
-	*tab = p;
-	*cap = nc;
-	return 0;
-}
-
 tens_t cnn_act_sized(net_t *n, uint64_t bytes, uint32_t c, uint32_t h, uint32_t w)
 {
 	tens_t t = cnn_alloc(n, bytes, c, h, w);
@@ -101,8 +86,8 @@ tens_t cnn_act_sized(net_t *n, uint64_t bytes, uint32_t c, uint32_t h, uint32_t 
 		return t;
 	t.id = ++n->next_id;
 	uint32_t cap = n->cap_live;
-	if (grow((void **)&n->live, &cap, t.id, sizeof(*n->live)) ||
-	    grow((void **)&n->made, &n->cap_live, t.id, sizeof(*n->made))) {
+	if (cnn_grow((void **)&n->live, &cap, t.id + 1, sizeof(*n->live)) ||
+	    cnn_grow((void **)&n->made, &n->cap_live, t.id + 1, sizeof(*n->made))) {
 		n->rc = -ENOMEM;
 		return t;
 	}

@@ -91,6 +91,10 @@ typedef struct use {
 	int rw; /* 1 read or written once, 2 read and written (in place, or two passes) */
 } use_t;
 
+/* Grows a table of `size`-byte entries to hold `need` of them, the new ones
+ * zeroed. 0 or -ENOMEM. */
+int cnn_grow(void **tab, uint32_t *cap, uint32_t need, size_t size);
+
 /* A new activation-allocator tensor of `bytes` (shape c x h x w per image, for
  * the record), untracked (id 0). Errors go to n->rc. */
 tens_t cnn_alloc(net_t *n, uint64_t bytes, uint32_t c, uint32_t h, uint32_t w);

@@ -62,7 +62,7 @@ static const uint32_t mt_max_tensors[4] = {110, 64, 48, 36};
 
 /* ---- tables ------------------------------------------------------------------ */
 
-static int grow_to(void **tab, uint32_t *cap, uint32_t need, size_t size)
+int cnn_grow(void **tab, uint32_t *cap, uint32_t need, size_t size)
 {
 	if (need <= *cap)
 		return 0;
@@ -79,7 +79,7 @@ static int grow_to(void **tab, uint32_t *cap, uint32_t need, size_t size)
 /* The gradient slot of activation id, or NULL (n->rc set). */
 static gref_t *grad_slot(net_t *n, uint32_t id)
 {
-	if (grow_to((void **)&n->grad, &n->cap_grad, id + 1, sizeof(*n->grad))) {
+	if (cnn_grow((void **)&n->grad, &n->cap_grad, id + 1, sizeof(*n->grad))) {
 		n->rc = -ENOMEM;
 		return NULL;
 	}
@@ -90,8 +90,8 @@ static gref_t *grad_slot(net_t *n, uint32_t id)
 static int ptabs(net_t *n)
 {
 	uint32_t cap = n->cap_pgrad;
-	if (grow_to((void **)&n->pgrad, &cap, n->n_params, sizeof(*n->pgrad)) ||
-	    grow_to((void **)&n->state, &n->cap_pgrad, n->n_params, 2 * sizeof(*n->state))) {
+	if (cnn_grow((void **)&n->pgrad, &cap, n->n_params, sizeof(*n->pgrad)) ||
+	    cnn_grow((void **)&n->state, &n->cap_pgrad, n->n_params, 2 * sizeof(*n->state))) {
 		n->rc = -ENOMEM;
 		return -ENOMEM;
 	}
@@ -118,7 +118,7 @@ void cnn_tape(net_t *n, uint8_t op, const tens_t *x, const tens_t *y, const tens
 {
 	if (!n->train || n->rc)
 		return;
-	if (grow_to((void **)&n->tape, &n->cap_tape, n->n_tape + 1, sizeof(*n->tape))) {
+	if (cnn_grow((void **)&n->tape, &n->cap_tape, n->n_tape + 1, sizeof(*n->tape))) {
 		n->rc = -ENOMEM;
 		return;
 	}
@@ -154,7 +154,7 @@ static void live_free(net_t *n, uint32_t id)
 static gref_t grad_alloc(net_t *n, const tens_t *like)
 {
 	gref_t g = {.t = cnn_alloc(n, like->bytes, like->c, like->h, like->w), .on = 1};
-	if (n->rc || grow_to((void **)&n->gbase, &n->cap_gbase, n->n_gbase + 1, sizeof(*n->gbase))) {
+	if (n->rc || cnn_grow((void **)&n->gbase, &n->cap_gbase, n->n_gbase + 1, sizeof(*n->gbase))) {
 		n->rc = n->rc ? n->rc : -ENOMEM;
 		g.on = 0;
 		return g;
