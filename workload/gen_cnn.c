@@ -1,7 +1,8 @@
 /* cnn: one inference request (a batch of images) of a torchvision CNN run by
  * PyTorch in eval mode on a CUDA device: the MSched paper's mix B models
  * (ResNet152, VGG19, InceptionV3, DenseNet201) at their input sizes (224 x 224,
- * InceptionV3 299 x 299), fp32.
+ * InceptionV3 299 x 299), fp32; with train=1 one training iteration instead
+ * (forward in train mode, loss, backward, optimizer step: gen_cnn_train.c).
  *
  * Kernels are PyTorch's eager ones, one per module call: convolution (cuDNN),
  * batch norm (a separate kernel in eval mode: nothing is fused), ReLU (in
@@ -25,8 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_internal.h"
-#include "gpumux/devalloc.h"
+#include "gen_cnn.h"
 
 /* Fraction of the fp32 peak a cuDNN convolution or a cuBLAS GEMM sustains in
  * inference at these batch sizes: an estimate, the same as reef's (PyTorch
@@ -43,38 +43,18 @@ static const struct gen_pspec cnn_params[] = {
 	{"autograd", GEN_UINT, "0", 0, 1, NULL,
 	 "1: the pass runs with autograd on (no torch.no_grad()): the activations saved for backward live until the "
 	 "request ends, max pooling also writes its int64 indices"},
+	{"train", GEN_UINT, "0", 0, 1, NULL,
+	 "1: one training iteration (train mode, cross-entropy loss, backward, optimizer step) instead of a request"},
+	{"optimizer", GEN_ENUM, "sgd", 0, 0, "sgd,adam",
+	 "train=1: SGD with momentum (torchvision's recipe, 1 state per parameter) or Adam (2 states)"},
 	{NULL, 0, NULL, 0, 0, NULL, NULL},
 };
 
-typedef struct tens {
-	uint32_t c, h, w;
-	uint32_t seg;
-	uint64_t off, bytes;
-	uint8_t param; /* in the parameter allocator */
-} tens_t;
-
-typedef struct net {
-	struct gen_ctx *g;
-	int emit;
-	uint64_t batch, think;
-	double bw;
-	gmx_devalloc_t act, par;
-	tens_t *params; /* placed once, reused by every pass */
-	uint32_t n_params, cap_params, next_param;
-	uint32_t *act_buf, *par_buf; /* segment -> buffer (emit) */
-	uint8_t *used;		     /* activation segments the current pass touched */
-	uint32_t cap_used;
-	int keep;      /* autograd on: act_free defers to the end of the request */
-	tens_t *held;  /* the deferred tensors */
-	uint32_t n_held, cap_held;
-	int rc;
-} net_t;
-
 /* ---- tensors ---------------------------------------------------------------- */
 
-static tens_t act_new(net_t *n, uint32_t c, uint32_t h, uint32_t w)
+tens_t cnn_alloc(net_t *n, uint64_t bytes, uint32_t c, uint32_t h, uint32_t w)
 {
-	tens_t t = {.c = c, .h = h, .w = w, .bytes = n->batch * c * h * w * 4ull};
+	tens_t t = {.c = c, .h = h, .w = w, .bytes = bytes};
 	if (!n->rc)
 		n->rc = gmx_devalloc_alloc(&n->act, t.bytes, &t.seg, &t.off);
 	if (!n->rc && t.seg >= n->cap_used) {
@@ -93,16 +73,44 @@ static tens_t act_new(net_t *n, uint32_t c, uint32_t h, uint32_t w)
 	return t;
 }
 
+void cnn_release(net_t *n, const tens_t *t)
+{
+	if (!n->rc)
+		n->rc = gmx_devalloc_release(&n->act, t->seg, t->off);
+}
+
+tens_t cnn_act_sized(net_t *n, uint64_t bytes, uint32_t c, uint32_t h, uint32_t w)
+{
+	tens_t t = cnn_alloc(n, bytes, c, h, w);
+	if (!n->train || n->rc)
+		return t;
+	t.id = ++n->next_id;
+	uint32_t cap = n->cap_live;
+	if (cnn_grow((void **)&n->live, &cap, t.id + 1, sizeof(*n->live)) ||
+	    cnn_grow((void **)&n->made, &n->cap_live, t.id + 1, sizeof(*n->made))) {
+		n->rc = -ENOMEM;
+		return t;
+	}
+	n->live[t.id] = t;
+	return t;
+}
+
+tens_t cnn_act_new(net_t *n, uint32_t c, uint32_t h, uint32_t w)
+{
+	return cnn_act_sized(n, n->batch * c * h * w * 4ull, c, h, w);
+}
+
 /* Releases an activation. With autograd on, the autograd graph holds every
  * activation an operation saved for backward (a convolution's, batch norm's,
  * pooling's and a GEMM's input, ReLU's result) until the request's output is
- * dropped: nearly every activation of these models, so all are held. */
+ * dropped: nearly every activation of these models, so all are held. In
+ * training, backward frees each (gen_cnn_train.c). */
 static void act_free(net_t *n, const tens_t *t)
 {
-	if (n->rc)
+	if (n->rc || n->train)
 		return;
 	if (!n->keep) {
-		n->rc = gmx_devalloc_release(&n->act, t->seg, t->off);
+		cnn_release(n, t);
 		return;
 	}
 	if (n->n_held == n->cap_held) {
@@ -122,16 +130,17 @@ static void act_free(net_t *n, const tens_t *t)
 static void release_held(net_t *n)
 {
 	for (uint32_t i = 0; i < n->n_held && !n->rc; i++)
-		n->rc = gmx_devalloc_release(&n->act, n->held[i].seg, n->held[i].off);
+		cnn_release(n, &n->held[i]);
 	n->n_held = 0;
 }
 
-/* The next parameter tensor of `elems` floats: placed on the first pass. */
-static tens_t param(net_t *n, uint64_t elems)
+/* The next parameter tensor of `elems` floats (CNN_PARAM trained, CNN_FIXED
+ * not): placed on the first pass. */
+static tens_t param_of(net_t *n, uint64_t elems, uint8_t kind)
 {
 	if (n->next_param < n->n_params)
 		return n->params[n->next_param++];
-	tens_t t = {.c = (uint32_t)elems, .h = 1, .w = 1, .bytes = elems * 4, .param = 1};
+	tens_t t = {.c = (uint32_t)elems, .h = 1, .w = 1, .bytes = elems * 4, .param = kind};
 	if (n->n_params == n->cap_params) {
 		uint32_t nc = n->cap_params ? 2 * n->cap_params : 256;
 		tens_t *p = realloc(n->params, nc * sizeof(*p));
@@ -144,21 +153,20 @@ static tens_t param(net_t *n, uint64_t elems)
 	}
 	if (!n->rc)
 		n->rc = gmx_devalloc_alloc(&n->par, t.bytes, &t.seg, &t.off);
+	t.id = n->n_params + 1;
 	n->params[n->n_params++] = t;
 	n->next_param++;
 	return t;
 }
 
+static tens_t param(net_t *n, uint64_t elems)
+{
+	return param_of(n, elems, CNN_PARAM);
+}
+
 /* ---- kernels ---------------------------------------------------------------- */
 
-typedef struct use {
-	const tens_t *t;
-	int rw; /* 1 read or written once, 2 read and written (in place) */
-} use_t;
-
-/* Emits one kernel touching uses[] in order: arguments are a pointer to each
- * tensor and, for each, its element count (an extent linear in one argument). */
-static void kern(net_t *n, const char *name, double flops, const use_t *u, uint32_t nu)
+void cnn_kern(net_t *n, const char *name, double flops, const use_t *u, uint32_t nu)
 {
 	if (!n->emit || n->rc || n->g->rc)
 		return;
@@ -181,6 +189,7 @@ static void kern(net_t *n, const char *name, double flops, const use_t *u, uint3
 	gen_dur(g, GMX_KERNEL_MIN_NS + (uint64_t)(mem_ns > flop_ns ? mem_ns : flop_ns));
 }
 
+
 /* ---- layers (each returns a new tensor; the input stays the caller's) ------- */
 
 static tens_t conv(net_t *n, const tens_t *x, uint32_t cout, uint32_t kh, uint32_t kw, uint32_t stride, uint32_t ph,
@@ -190,33 +199,44 @@ static tens_t conv(net_t *n, const tens_t *x, uint32_t cout, uint32_t kh, uint32
 	tens_t w = param(n, (uint64_t)cout * x->c * kh * kw), b = {0};
 	if (bias)
 		b = param(n, cout);
-	tens_t y = act_new(n, cout, ho, wo);
+	tens_t y = cnn_act_new(n, cout, ho, wo);
 	double flops = 2.0 * (double)n->batch * cout * ho * wo * x->c * kh * kw;
 	use_t u[4] = {{x, 1}, {&w, 1}, {&b, 1}, {&y, 1}};
 	if (bias) {
-		kern(n, "cudnn_conv2d_fwd_bias", flops, u, 4);
+		cnn_kern(n, "cudnn_conv2d_fwd_bias", flops, u, 4);
 	} else {
 		u[2] = u[3];
-		kern(n, "cudnn_conv2d_fwd", flops, u, 3);
+		cnn_kern(n, "cudnn_conv2d_fwd", flops, u, 3);
 	}
+	cnn_tape(n, OP_CONV, x, &y, &w, &b, NULL, flops, 0);
 	return y;
 }
 
 static tens_t bn(net_t *n, const tens_t *x)
 {
 	tens_t p[4];
-	for (int i = 0; i < 4; i++)
-		p[i] = param(n, x->c); /* weight, bias, running mean, running var */
-	tens_t y = act_new(n, x->c, x->h, x->w);
+	for (int i = 0; i < 4; i++) /* weight, bias (trained); running mean, running var (buffers) */
+		p[i] = param_of(n, x->c, i < 2 ? CNN_PARAM : CNN_FIXED);
+	tens_t y = cnn_act_new(n, x->c, x->h, x->w);
+	if (n->train) {
+		/* train mode: batch statistics (x read twice: statistics, then normalize),
+		 * running stats updated, save_mean and save_invstd kept for backward */
+		tens_t save = cnn_alloc(n, 2ull * x->c * 4, 2 * x->c, 1, 1);
+		use_t u[7] = {{x, 2}, {&p[0], 1}, {&p[1], 1}, {&p[2], 2}, {&p[3], 2}, {&save, 1}, {&y, 1}};
+		cnn_kern(n, "cudnn_batch_norm_fwd_train", 0, u, 7);
+		cnn_tape(n, OP_BN, x, &y, &p[0], &p[1], &save, 0, 0);
+		return y;
+	}
 	use_t u[6] = {{x, 1}, {&p[0], 1}, {&p[1], 1}, {&p[2], 1}, {&p[3], 1}, {&y, 1}};
-	kern(n, "cudnn_batch_norm_infer", 0, u, 6);
+	cnn_kern(n, "cudnn_batch_norm_infer", 0, u, 6);
 	return y;
 }
 
 static void relu_(net_t *n, const tens_t *x)
 {
 	use_t u[1] = {{x, 2}};
-	kern(n, "relu_inplace", 0, u, 1);
+	cnn_kern(n, "relu_inplace", 0, u, 1);
+	cnn_tape(n, OP_RELU, x, x, NULL, NULL, NULL, 0, 0);
 }
 
 /* conv (no bias) + bn + relu; frees the conv's output. */
@@ -233,18 +253,20 @@ static tens_t cbr(net_t *n, const tens_t *x, uint32_t cout, uint32_t kh, uint32_
 static tens_t pool(net_t *n, const tens_t *x, uint32_t k, uint32_t stride, uint32_t pad, int avg)
 {
 	uint32_t ho = (x->h + 2 * pad - k) / stride + 1, wo = (x->w + 2 * pad - k) / stride + 1;
-	tens_t y = act_new(n, x->c, ho, wo);
-	if (!avg && n->keep) {
+	tens_t y = cnn_act_new(n, x->c, ho, wo);
+	if (!avg && (n->keep || n->train)) {
 		/* max_pool2d_with_indices: the int64 argmax of every output, saved for
 		 * backward (8 bytes an element: twice the channels of a float tensor) */
-		tens_t idx = act_new(n, 2 * x->c, ho, wo);
+		tens_t idx = cnn_act_new(n, 2 * x->c, ho, wo);
 		use_t u[3] = {{x, 1}, {&idx, 1}, {&y, 1}};
-		kern(n, "max_pool2d_with_indices", 0, u, 3);
+		cnn_kern(n, "max_pool2d_with_indices", 0, u, 3);
+		cnn_tape(n, OP_MAXPOOL, x, &y, NULL, NULL, &idx, 0, 0);
 		act_free(n, &idx);
 		return y;
 	}
 	use_t u[2] = {{x, 1}, {&y, 1}};
-	kern(n, avg ? "avg_pool2d" : "max_pool2d", 0, u, 2);
+	cnn_kern(n, avg ? "avg_pool2d" : "max_pool2d", 0, u, 2);
+	cnn_tape(n, OP_AVGPOOL, x, &y, NULL, NULL, NULL, 0, 0);
 	return y;
 }
 
@@ -254,10 +276,11 @@ static tens_t cat(net_t *n, const tens_t *const *xs, uint32_t k)
 	uint32_t c = 0;
 	for (uint32_t i = 0; i < k; i++)
 		c += xs[i]->c;
-	tens_t y = act_new(n, c, xs[0]->h, xs[0]->w);
-	for (uint32_t i = 0; i < k; i++) {
+	tens_t y = cnn_act_new(n, c, xs[0]->h, xs[0]->w);
+	for (uint32_t i = 0, coff = 0; i < k; coff += xs[i]->c, i++) {
 		use_t u[2] = {{xs[i], 1}, {&y, 1}};
-		kern(n, "cat_copy", 0, u, 2);
+		cnn_kern(n, "cat_copy", 0, u, 2);
+		cnn_tape(n, OP_CAT, xs[i], &y, NULL, NULL, NULL, 0, coff);
 	}
 	return y;
 }
@@ -266,9 +289,25 @@ static tens_t linear(net_t *n, const tens_t *x, uint32_t out)
 {
 	uint64_t in = (uint64_t)x->c * x->h * x->w;
 	tens_t w = param(n, in * out), b = param(n, out);
-	tens_t y = act_new(n, out, 1, 1);
+	tens_t y = cnn_act_new(n, out, 1, 1);
 	use_t u[4] = {{x, 1}, {&w, 1}, {&b, 1}, {&y, 1}};
-	kern(n, "cublas_sgemm_bias", 2.0 * (double)n->batch * (double)in * out, u, 4);
+	double flops = 2.0 * (double)n->batch * (double)in * out;
+	cnn_kern(n, "cublas_sgemm_bias", flops, u, 4);
+	cnn_tape(n, OP_LINEAR, x, &y, &w, &b, NULL, flops, 0);
+	return y;
+}
+
+/* nn.Dropout in train mode (identity in eval): a fused kernel writes the output
+ * and its keep mask (1 byte an element), which backward reads. */
+static tens_t dropout(net_t *n, tens_t *x)
+{
+	if (!n->train)
+		return *x;
+	tens_t y = cnn_act_new(n, x->c, x->h, x->w);
+	tens_t mask = cnn_act_sized(n, n->batch * x->c * x->h * x->w, x->c, x->h, x->w); /* bool */
+	use_t u[3] = {{x, 1}, {&mask, 1}, {&y, 1}};
+	cnn_kern(n, "fused_dropout", 0, u, 3);
+	cnn_tape(n, OP_DROPOUT, x, &y, NULL, NULL, &mask, 0, 0);
 	return y;
 }
 
@@ -310,7 +349,8 @@ static tens_t resnet152(net_t *n, tens_t *x)
 				own = 1;
 			}
 			use_t u[2] = {{&idn, 1}, {&out, 2}};
-			kern(n, "add_inplace", 0, u, 2); /* out += identity */
+			cnn_kern(n, "add_inplace", 0, u, 2); /* out += identity */
+			cnn_tape(n, OP_ADD, &idn, &out, NULL, NULL, NULL, 0, 0);
 			relu_(n, &out);
 			if (own)
 				act_free(n, &idn);
@@ -342,11 +382,13 @@ static tens_t vgg19(net_t *n, tens_t *x)
 	tens_t f1 = linear(n, &p, 4096);
 	act_free(n, &p);
 	relu_(n, &f1);
-	tens_t f2 = linear(n, &f1, 4096);
-	act_free(n, &f1);
+	tens_t d1 = dropout(n, &f1); /* the input in eval mode */
+	tens_t f2 = linear(n, &d1, 4096);
+	act_free(n, &d1);
 	relu_(n, &f2);
-	tens_t y = linear(n, &f2, 1000);
-	act_free(n, &f2);
+	tens_t d2 = dropout(n, &f2);
+	tens_t y = linear(n, &d2, 1000);
+	act_free(n, &d2);
 	return y;
 }
 
@@ -517,13 +559,23 @@ static tens_t inception3(net_t *n, tens_t *x)
 
 /* ---- the request -------------------------------------------------------------- */
 
-/* One forward pass: input upload, the model, output download. */
+/* One forward pass: input upload, the model, output download. With train=1
+ * one training iteration: images and labels uploaded, the forward pass in
+ * train mode, then loss, backward and the optimizer step (gen_cnn_train.c). */
 static void request(net_t *n, const char *model)
 {
 	uint32_t side = !strcmp(model, "inception3") ? 299 : 224;
-	tens_t x = act_new(n, 3, side, side);
+	cnn_train_begin(n);
+	tens_t x = cnn_act_new(n, 3, side, side);
+	n->image_id = x.id;
 	if (n->emit && !n->rc)
 		gen_copy(n->g, GMX_OP_COPY_H2D, n->act_buf[x.seg], x.bytes, n->think);
+	tens_t labels = {0};
+	if (n->train) { /* int64 class indices */
+		labels = cnn_act_sized(n, n->batch * 8, 2, 1, 1);
+		if (n->emit && !n->rc)
+			gen_copy(n->g, GMX_OP_COPY_H2D, n->act_buf[labels.seg], labels.bytes, n->think);
+	}
 	n->next_param = 0;
 	tens_t y;
 	if (!strcmp(model, "vgg19"))
@@ -534,6 +586,10 @@ static void request(net_t *n, const char *model)
 		y = inception3(n, &x);
 	else
 		y = resnet152(n, &x);
+	if (n->train) {
+		cnn_train_finish(n, &y, &labels);
+		return;
+	}
 	act_free(n, &x);
 	if (n->emit && !n->rc)
 		gen_copy(n->g, GMX_OP_COPY_D2H, n->act_buf[y.seg], y.bytes, 0);
@@ -541,19 +597,26 @@ static void request(net_t *n, const char *model)
 	release_held(n);
 }
 
-/* Plans passes until one creates no segment (the steady state). Returns the
+/* Plans passes until one creates no segment (training: three in a row; the
+ * parameter gradients one iteration leaves to the next shift the placements
+ * from pass to pass, so the last pass starts from a snapshot the emitted pass
+ * restores: cnn_train_save) (the steady state). Returns the
  * footprint in bytes: the parameters' segments and the activation segments
  * the steady-state pass touches (one the first pass needed and the steady
  * state never touches again is cached by PyTorch but never populated on the
  * device, and is left out). 0 with n->rc set on failure. */
 static uint64_t plan(net_t *n, const char *model)
 {
-	for (int pass = 0; pass < 16 && !n->rc; pass++) {
+	int need = n->train ? 3 : 1, streak = 0;
+	for (int pass = 0; pass < 32 && !n->rc; pass++) {
 		uint32_t before = n->act.n_seg;
 		if (n->used)
 			memset(n->used, 0, n->cap_used);
+		if (cnn_train_save(n))
+			break;
 		request(n, model);
-		if (pass > 0 && n->act.n_seg == before && !n->rc) {
+		streak = pass > 0 && n->act.n_seg == before ? streak + 1 : 0;
+		if (streak >= need && !n->rc) {
 			uint64_t fp = gmx_devalloc_reserved(&n->par);
 			for (uint32_t s = 0; s < n->act.n_seg; s++)
 				fp += n->used[s] ? n->act.seg_size[s] : 0;
@@ -574,11 +637,20 @@ static void net_free(net_t *n)
 	free(n->act_buf);
 	free(n->par_buf);
 	free(n->used);
+	cnn_train_free(n);
+}
+
+/* A net for `batch` images with the generator's mode parameters. */
+static net_t net_at(struct gen_ctx *g, uint64_t batch)
+{
+	int train = gen_u(g, "train") != 0;
+	return (net_t){.g = g, .batch = batch, .keep = train || gen_u(g, "autograd") != 0, .train = train,
+		       .adam = !strcmp(gen_s(g, "optimizer"), "adam")};
 }
 
 static uint64_t footprint_at(struct gen_ctx *g, const char *model, uint64_t batch, int *rc)
 {
-	net_t n = {.g = g, .batch = batch, .keep = gen_u(g, "autograd") != 0};
+	net_t n = net_at(g, batch);
 	uint64_t fp = plan(&n, model);
 	*rc = n.rc;
 	net_free(&n);
@@ -590,6 +662,15 @@ static int cnn_build(struct gen_ctx *g)
 	const char *model = gen_s(g, "model");
 	uint64_t batch = gen_u(g, "batch");
 	int rc = 0;
+	if (gen_u(g, "train")) {
+		if (!strcmp(model, "inception3"))
+			return gen_fail(g, "train=1: inception3 trains with its auxiliary classifier, which is not modelled "
+					   "(model=resnet152, vgg19 or densenet201)");
+		if (gen_given(g, "autograd") && !gen_u(g, "autograd"))
+			return gen_fail(g, "train=1 needs autograd: leave autograd= out or set it to 1");
+	} else if (gen_given(g, "optimizer")) {
+		return gen_fail(g, "optimizer= applies to train=1 only");
+	}
 	if (gen_given(g, "footprint")) {
 		if (gen_given(g, "batch"))
 			return gen_fail(g, "give batch= or footprint=, not both");
@@ -608,8 +689,9 @@ static int cnn_build(struct gen_ctx *g)
 		}
 		batch = lo;
 	}
-	net_t n = {.g = g, .batch = batch, .think = gen_u(g, "think"), .bw = gen_rtx5080_bw(g),
-		   .keep = gen_u(g, "autograd") != 0};
+	net_t n = net_at(g, batch);
+	n.think = gen_u(g, "think");
+	n.bw = gen_rtx5080_bw(g);
 	plan(&n, model);
 	if (!n.rc) {
 		n.act_buf = calloc(n.act.n_seg ? n.act.n_seg : 1, sizeof(uint32_t));
@@ -618,9 +700,12 @@ static int cnn_build(struct gen_ctx *g)
 			n.rc = -ENOMEM;
 	}
 	char name[96];
-	snprintf(name, sizeof(name), "%s batch %llu%s", model, (unsigned long long)batch, n.keep ? " autograd" : "");
+	if (n.train)
+		snprintf(name, sizeof(name), "%s batch %llu train %s", model, (unsigned long long)batch, n.adam ? "adam" : "sgd");
+	else
+		snprintf(name, sizeof(name), "%s batch %llu%s", model, (unsigned long long)batch, n.keep ? " autograd" : "");
 	if (!n.rc && (gmx_workload_set_str(&g->w->name, name) || gmx_workload_set_str(&g->w->device, "rtx5080") ||
-		      gmx_workload_set_str(&g->w->unit, "request")))
+		      gmx_workload_set_str(&g->w->unit, n.train ? "iteration" : "request")))
 		n.rc = -ENOMEM;
 	for (uint32_t s = 0; !n.rc && s < n.par.n_seg; s++) {
 		snprintf(name, sizeof(name), "param_seg%u", s);
@@ -632,11 +717,26 @@ static int cnn_build(struct gen_ctx *g)
 		snprintf(name, sizeof(name), "act_seg%u", s);
 		n.act_buf[s] = gen_buffer(g, n.act.seg_size[s], name);
 	}
+	uint8_t *planned = NULL;
+	if (!n.rc) {
+		cnn_train_restore(&n);
+		planned = malloc(n.cap_used ? n.cap_used : 1);
+		if (!planned)
+			n.rc = -ENOMEM;
+		else if (n.cap_used)
+			memcpy(planned, n.used, n.cap_used);
+	}
 	if (!n.rc) {
 		n.emit = 1;
+		uint32_t cap = n.cap_used;
 		request(&n, model);
 		gen_sync(g, 0);
+		for (uint32_t s = 0; !n.rc && s < n.cap_used; s++)
+			if (n.used[s] && (s >= cap || !planned[s])) /* the emitted pass must repeat the planned one */
+				n.rc = gen_fail(g, "internal: %s batch %llu touches segment %u its plan did not", model,
+						(unsigned long long)batch, s);
 	}
+	free(planned);
 	rc = n.rc ? n.rc : g->rc;
 	if (n.rc == -ENOMEM)
 		gen_fail(g, "out of memory");
@@ -646,8 +746,8 @@ static int cnn_build(struct gen_ctx *g)
 
 const struct gen_kind gen_cnn = {
 	"cnn",
-	"inference request of a torchvision CNN (resnet152, vgg19, inception3, densenet201) under PyTorch: "
-	"eager kernels, exact tensor extents, caching-allocator layout",
+	"inference request (or train=1: training iteration) of a torchvision CNN (resnet152, vgg19, inception3, "
+	"densenet201) under PyTorch: eager kernels, exact tensor extents, caching-allocator layout",
 	cnn_params,
 	cnn_build,
 };

@@ -59,8 +59,20 @@ done
 # 172% when an LP turn cut the other LP task's kernel waiting for its pages, docs/combined.md).
 jq -e '[.scenarios[].policies[] | select(.policy == "gpumux") | .lp_units_per_s <= .lp_alone_units_per_s] | all' \
 	<<<"$out" >/dev/null || { echo "FAIL: gpumux LP beside HP above LP alone: $out"; exit 1; }
+# The paper's testcase T (an RT ResNet152 service beside 12 GiB of ResNet152 training) on its real
+# sizes, in short windows: its rows are complete and gpumux's LP beside HP stays at or below LP alone.
+mkdir -p "$W/t/combined"
+sed -e 's/^warmup_s = .*/warmup_s = 1/' -e 's/^duration_s = .*/duration_s = 4/' \
+	"$S/scenarios/combined/paper-resnet152-train.ini" >"$W/t/combined/paper-resnet152-train.ini"
+out=$("$G" bench combined --json --scenarios "$W/t") || { echo "FAIL: bench combined on paper-resnet152-train failed"; exit 1; }
+jq -e '.scenarios[0].name == "paper-resnet152-train" and ([.scenarios[0].policies[] | select(.policy == "gpumux" or
+	.policy == "xsched-um") | (.hp_p99_s, .hp_alone_p99_s, .lp_units_per_s, .lp_alone_units_per_s) | numbers]
+	| length == 8)' <<<"$out" >/dev/null || { echo "FAIL: paper-resnet152-train rows incomplete: $out"; exit 1; }
+jq -e '[.scenarios[0].policies[] | select(.policy == "gpumux") | .lp_units_per_s > 0 and
+	.lp_units_per_s <= .lp_alone_units_per_s] | all' <<<"$out" >/dev/null ||
+	{ echo "FAIL: paper-resnet152-train: gpumux LP beside HP above LP alone (or none): $out"; exit 1; }
 for f in "$S"/scenarios/combined/*.ini; do
 	"$G" sim "$f" --sched gpumux --mem gpumux --warmup 0 --duration 0.05 >/dev/null ||
 		{ echo "FAIL: $f does not run"; exit 1; }
 done
-echo "ok: bench combined --json has the checked shape; every scenarios/combined file runs"
+echo "ok: bench combined --json has the checked shape; paper-resnet152-train within LP alone; every scenarios/combined file runs"
