@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "gpumux/combined.h"
+#include "gpumux/kdur.h"
 #include "gpumux/sched.h"
 
 #define GAP_SAMPLES 64
@@ -57,6 +58,11 @@ typedef struct gtask {
 	gmx_cmd_queue_t queue;
 	uint32_t inflight;
 	int priority, present, done, held;
+	/* params.kdur only: when each command in flight was released (seq, time; inflight_max
+	 * slots, seq 0 free) and when the task's last command completed, -1 never */
+	uint64_t *rel_seq;
+	int64_t *rel_at;
+	int64_t prev_done;
 } gtask_t;
 
 struct gmx_policy {
@@ -71,6 +77,8 @@ struct gmx_policy {
 	int64_t hp_idle_since;
 	int64_t gaps[GAP_SAMPLES]; /* last HP idle gaps, ring */
 	uint32_t n_gaps, gap_next;
+	int64_t hp_busy_since; /* when the HP level last went busy */
+	int64_t hp_busy_ns;    /* params.kdur only: its busy time per arrival, averaged; 0 unknown */
 };
 
 static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -91,6 +99,10 @@ static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_p
 
 static void gm_destroy(gmx_policy_t *s)
 {
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		free(s->task[i].rel_seq);
+		free(s->task[i].rel_at);
+	}
 	free(s);
 }
 
@@ -101,7 +113,24 @@ static int gm_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	gtask_t *t = &s->task[task];
 	if (t->present && (!t->done || t->queue.head || t->inflight))
 		return -EBUSY;
+	uint64_t *rs = t->rel_seq;
+	int64_t *ra = t->rel_at;
+	if (s->params.kdur && !rs) {
+		rs = calloc(s->params.inflight_max, sizeof *rs);
+		ra = calloc(s->params.inflight_max, sizeof *ra);
+		if (!rs || !ra) {
+			free(rs);
+			free(ra);
+			return -ENOMEM;
+		}
+	}
 	memset(t, 0, sizeof(*t));
+	t->rel_seq = rs;
+	t->rel_at = ra;
+	if (rs)
+		memset(rs, 0, s->params.inflight_max * sizeof *rs);
+	t->prev_done = -1;
+	gmx_kdur_forget(s->params.kdur, task); /* a new task in the slot: nothing learned yet */
 	t->present = 1;
 	t->priority = priority;
 	if (task + 1 > s->n_tasks)
@@ -135,8 +164,25 @@ static int has_work(const gmx_policy_t *s, uint32_t i)
 static void submit(gmx_policy_t *s, uint32_t i)
 {
 	gtask_t *t = &s->task[i];
+	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	t->inflight++;
-	s->dev.submit(s->dev.ctx, gmx_cmd_queue_pop(&t->queue));
+	for (uint32_t k = 0; t->rel_seq && k < s->params.inflight_max; k++)
+		if (!t->rel_seq[k]) { /* its release time, to measure its run (params.kdur) */
+			t->rel_seq[k] = c->seq + 1;
+			t->rel_at[k] = s->dev.now(s->dev.ctx);
+			break;
+		}
+	s->dev.submit(s->dev.ctx, c);
+}
+
+/* A command's predicted run: its own prediction, else (params.kdur) what its task's kernels of
+ * the same identity took lately; 0 unknown. */
+static int64_t predicted_run(const gmx_policy_t *s, const gmx_cmd_t *c)
+{
+	if (c->predicted_ns > 0)
+		return c->predicted_ns;
+	int64_t d = s->params.kdur && c->kind == GMX_OP_KERNEL ? gmx_kdur_predict(s->params.kdur, c->task, c->kernel_id) : -1;
+	return d > 0 ? d : 0;
 }
 
 static void hold(gmx_policy_t *s, uint32_t i, int on)
@@ -160,7 +206,10 @@ static int64_t prior_gap(const gmx_policy_t *s, int hp, int64_t idle)
 		const gtask_t *t = &s->task[i];
 		if (!t->present || t->done || t->priority != hp)
 			continue;
-		int64_t g = gmx_comb_gap_prior(&s->params.arrivals[i], idle, GAP_QUANTILE);
+		gmx_comb_arrivals_t a = s->params.arrivals[i];
+		if (a.busy_ns <= 0)
+			a.busy_ns = s->hp_busy_ns; /* measured (params.kdur), else 0 */
+		int64_t g = gmx_comb_gap_prior(&a, idle, GAP_QUANTILE);
 		if (g >= 0 && (best < 0 || g < best))
 			best = g;
 	}
@@ -231,6 +280,8 @@ static void dispatch(gmx_policy_t *s)
 			s->gap_next = (s->gap_next + 1) % GAP_SAMPLES;
 			s->n_gaps++;
 		}
+		if (s->hp_idle)
+			s->hp_busy_since = now;
 		s->hp_idle = 0;
 		for (uint32_t i = 0; i < s->n_tasks; i++)
 			if (s->task[i].present && s->task[i].priority > hp)
@@ -240,6 +291,10 @@ static void dispatch(gmx_policy_t *s)
 	if (!s->hp_idle) {
 		s->hp_idle = 1;
 		s->hp_idle_since = now;
+		if (s->params.kdur) { /* measured busy time per arrival, for the gap prior */
+			int64_t b = now - s->hp_busy_since;
+			s->hp_busy_ns = s->hp_busy_ns ? (7 * s->hp_busy_ns + b) / 8 : b;
+		}
 	}
 	/* The LP turn: kept while its slice lasts, through host gaps under LP_GRACE_NS
 	 * (a closed-loop host launching its next unit), as the timeline scheduler does. */
@@ -278,7 +333,7 @@ static void dispatch(gmx_policy_t *s)
 	while (t->queue.head && t->inflight < s->params.inflight_max) {
 		const gmx_cmd_t *c = t->queue.head;
 		int64_t load = gap != INT64_MAX && s->dev.load_ns ? s->dev.load_ns(s->dev.ctx, c) : 0;
-		int64_t run = c->predicted_ns > 0 ? c->predicted_ns : 0;
+		int64_t run = predicted_run(s, c);
 		if (!gmx_comb_admit(gap == INT64_MAX ? gap : gap - placed, run, load, s->params.switch_ns)) {
 			if (now + RECHECK_NS < wake)
 				wake = now + RECHECK_NS; /* the prediction grows as the gap lasts */
@@ -308,9 +363,30 @@ static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 	dispatch(s);
 }
 
+/* params.kdur: a kernel's run is from the later of its release and its task's previous
+ * completion (work released ahead queues behind it) to its completion. */
+static void learn(gmx_policy_t *s, gtask_t *t, const gmx_cmd_t *cmd)
+{
+	int64_t now = s->dev.now(s->dev.ctx), began = -1;
+	for (uint32_t k = 0; k < s->params.inflight_max; k++)
+		if (t->rel_seq[k] == cmd->seq + 1) {
+			t->rel_seq[k] = 0;
+			began = t->rel_at[k];
+			break;
+		}
+	if (began >= 0 && cmd->kind == GMX_OP_KERNEL && !t->done) {
+		if (t->prev_done > began)
+			began = t->prev_done;
+		gmx_kdur_observe(s->params.kdur, cmd->task, cmd->kernel_id, now - began);
+	}
+	t->prev_done = now;
+}
+
 static void gm_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	gtask_t *t = &s->task[cmd->task];
+	if (t->rel_seq)
+		learn(s, t, cmd);
 	if (t->inflight)
 		t->inflight--;
 	if (!t->inflight && t->held) {
