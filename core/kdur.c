@@ -15,6 +15,7 @@ typedef struct {
 typedef struct {
 	kentry_t *e; /* GMX_KDUR_IDS entries once the task has learned something */
 	uint32_t n;
+	int64_t switch_ns; /* average switch cost, -1 none seen */
 } ktask_t;
 
 struct gmx_kdur {
@@ -36,6 +37,8 @@ int gmx_kdur_create(uint32_t n_tasks, gmx_kdur_t **out)
 		return -ENOMEM;
 	}
 	k->n_tasks = n_tasks;
+	for (uint32_t i = 0; i < n_tasks; i++)
+		k->t[i].switch_ns = -1;
 	*out = k;
 	return 0;
 }
@@ -54,7 +57,7 @@ void gmx_kdur_forget(gmx_kdur_t *k, uint32_t task)
 {
 	if (k && task < k->n_tasks) {
 		free(k->t[task].e);
-		k->t[task] = (ktask_t){0};
+		k->t[task] = (ktask_t){.switch_ns = -1};
 	}
 }
 
@@ -123,4 +126,17 @@ int64_t gmx_kdur_task_mean(const gmx_kdur_t *k, uint32_t task)
 		n += (double)t->e[i].n;
 	}
 	return n > 0 ? (int64_t)(sum / n) : -1;
+}
+
+void gmx_kdur_switch_observe(gmx_kdur_t *k, uint32_t task, int64_t cost_ns)
+{
+	if (!k || task >= k->n_tasks || cost_ns < 0)
+		return;
+	int64_t *s = &k->t[task].switch_ns;
+	*s = *s < 0 ? cost_ns : (3 * *s + cost_ns) / 4;
+}
+
+int64_t gmx_kdur_switch_ns(const gmx_kdur_t *k, uint32_t task)
+{
+	return k && task < k->n_tasks ? k->t[task].switch_ns : -1;
 }

@@ -73,6 +73,9 @@ struct gmx_policy {
 	int lp_active;	       /* LP task whose turn it is, -1 none */
 	int64_t lp_end;	       /* when its turn ends */
 	int64_t lp_idle_since; /* when it ran dry, -1 busy */
+	int turn_new;	       /* params.kdur: the LP turn has released nothing yet */
+	int turn_task;	       /* the task whose turn was measured last, -1 none */
+	uint64_t turn_seq;     /* seq + 1 of its first command, 0 none: its switch is measured */
 	int hp_idle;	       /* the HP level has nothing queued or in flight */
 	int64_t hp_idle_since;
 	int64_t gaps[GAP_SAMPLES]; /* last HP idle gaps, ring */
@@ -91,6 +94,7 @@ static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_p
 	s->dev = *dev;
 	s->params = *p;
 	s->lp_active = -1;
+	s->turn_task = -1;
 	s->lp_idle_since = -1;
 	s->hp_idle = 1;
 	*out = s;
@@ -170,6 +174,10 @@ static void submit(gmx_policy_t *s, uint32_t i)
 		if (!t->rel_seq[k]) { /* its release time, to measure its run (params.kdur) */
 			t->rel_seq[k] = c->seq + 1;
 			t->rel_at[k] = s->dev.now(s->dev.ctx);
+			if (s->turn_new && (int)i == s->lp_active) {
+				s->turn_new = 0;
+				s->turn_seq = c->seq + 1;
+			}
 			break;
 		}
 	s->dev.submit(s->dev.ctx, c);
@@ -320,6 +328,8 @@ static void dispatch(gmx_policy_t *s)
 		}
 		a = s->lp_active = n;
 		s->lp_idle_since = -1;
+		s->turn_new = n != s->turn_task;
+		s->turn_task = n;
 		int64_t sl = s->dev.slice_for ? s->dev.slice_for(s->dev.ctx, (uint32_t)a) : 0;
 		s->lp_end = now + (sl > 0 ? sl : s->params.slice_ns);
 	}
@@ -375,10 +385,17 @@ static void learn(gmx_policy_t *s, gtask_t *t, const gmx_cmd_t *cmd)
 			break;
 		}
 	if (began >= 0 && cmd->kind == GMX_OP_KERNEL && !t->done) {
+		if (s->turn_seq == cmd->seq + 1) { /* the first kernel of an LP turn: what its switch cost */
+			int64_t pred = gmx_kdur_predict(s->params.kdur, cmd->task, cmd->kernel_id);
+			if (pred >= 0)
+				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - pred);
+		}
 		if (t->prev_done > began)
 			began = t->prev_done;
 		gmx_kdur_observe(s->params.kdur, cmd->task, cmd->kernel_id, now - began);
 	}
+	if (s->turn_seq == cmd->seq + 1)
+		s->turn_seq = 0;
 	t->prev_done = now;
 }
 

@@ -7,8 +7,9 @@
  * - LP turns: core's slice rule (gmx_comb_slice_rule, the simulator's), over the migration a
  *   turn would need: the bytes the task's work within the turn misses (its mean measured
  *   kernel time gives the number of commands in the turn, its queued commands' predictions the
- *   bytes each touches, at most what of it is not resident), at link_mb_s; capped by the
- *   latency targets of the runnable tasks.
+ *   bytes each touches, at most what of it is not resident), at link_mb_s; or what its
+ *   switches were measured to cost (the first kernel of a turn less its usual run), if more;
+ *   capped by the latency targets of the runnable tasks.
  * - Latency targets and arrival periods from the configuration's [task NAME] sections, by the
  *   client's name; a period seeds the policy's gap predictor (params.arrivals).
  */
@@ -96,7 +97,11 @@ static double turn_migration_s(void *ctx, int64_t horizon_ns)
 	double cmds = mean > 0 ? (double)horizon_ns / (double)mean : INFINITY;
 	double miss = fmin((double)(bytes - res), fmax(cmds, 1.0) * per);
 	miss = fmin(miss, (double)SRV.mem_cap);
-	return miss / ((double)SRV.cfg->link_mb_s * 1e6);
+	double link_s = miss / ((double)SRV.cfg->link_mb_s * 1e6);
+	/* What its switches were measured to cost (orders in pieces, each a round trip; the
+	 * outgoing task's evictions first) when that is more than the link time. */
+	int64_t sw = gmx_kdur_switch_ns(G.kdur, task);
+	return sw > 0 && sw / 1e9 > link_s ? sw / 1e9 : link_s;
 }
 
 int64_t gmxd__dev_slice_for(void *ctx, uint32_t task)

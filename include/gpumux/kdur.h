@@ -35,6 +35,14 @@ int gmx_kdur_observe(gmx_kdur_t *k, uint32_t task, uint64_t id, int64_t dur_ns);
  * none was seen. */
 int64_t gmx_kdur_predict(const gmx_kdur_t *k, uint32_t task, uint64_t id);
 
+/* Records what task's last switch cost: how much longer the first kernel of its turn took than
+ * its kernels do (its pages coming in, the outgoing task's going out), ns; an average of the
+ * last ones is kept. Negative: ignored. */
+void gmx_kdur_switch_observe(gmx_kdur_t *k, uint32_t task, int64_t cost_ns);
+
+/* The switch cost of task's turns (gmx_kdur_switch_observe), ns; -1 when none was seen. */
+int64_t gmx_kdur_switch_ns(const gmx_kdur_t *k, uint32_t task);
+
 /* The mean duration of task's kernels over every identity kept (each identity's median
  * weighted by how often it ran); -1 when none was seen. */
 int64_t gmx_kdur_task_mean(const gmx_kdur_t *k, uint32_t task);

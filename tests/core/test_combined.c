@@ -413,6 +413,47 @@ static void learned_durations_keep_lp_out_of_short_gaps(void **state)
 	assert_int_equal(lp_after_learning(0), 2); /* blind to durations: a2 goes */
 }
 
+/* params.kdur: what an LP task's switch costs is measured as how much longer the first kernel
+ * of its turn took than its kernels do (its pages coming in): gpumuxd's slice rule reads it. */
+static void switch_cost_measured(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.inflight_max = 1;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 0, 2); /* two LP tasks, 2 ms turns */
+	gmx_cmd_t a[3], b = {.seq = 10, .task = 2, .kind = GMX_OP_KERNEL, .kernel_id = 6};
+	for (int i = 0; i < 3; i++)
+		a[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5};
+	ops->on_launch(s, &a[0]);
+	f.now = 1000000;
+	ops->on_complete(s, &a[0]); /* task 1's kernels run 1 ms */
+	ops->on_launch(s, &a[1]);
+	f.now = 1500000;
+	ops->on_launch(s, &b);
+	f.now = 2000000;
+	ops->on_complete(s, &a[1]); /* task 1's turn is over: task 2's */
+	assert_int_equal(f.submitted[2], 1);
+	f.now = 2500000;
+	ops->on_launch(s, &a[2]);
+	f.now = 3000000;
+	ops->on_complete(s, &b);
+	f.now = 4000000;
+	ops->on_timer(s); /* task 2 idle past the grace: task 1's turn again */
+	assert_int_equal(f.submitted[1], 3);
+	assert_int_equal(gmx_kdur_switch_ns(k, 1), -1);
+	f.now = 9000000; /* its first kernel took 5 ms: 4 ms of switch */
+	ops->on_complete(s, &a[2]);
+	assert_int_equal(gmx_kdur_switch_ns(k, 1), 4000000);
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +470,7 @@ int main(void)
 	    cmocka_unit_test(slice_rule_bounds_the_migration_share),
 	    cmocka_unit_test(kernel_durations_learned),
 	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
+	    cmocka_unit_test(switch_cost_measured),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@
 #    back intact; no kernel of any client ran slowed by a fault; the stand-in never found its
 #    memory full; under gpumux HP's memory was never evicted and every migration order is one
 #    piece (4 MB) at most.
+# 2b. LP throughput: the LP clients' kernels/s while HP ran, and the same clients alone under the
+#    same daemon for as long (printed for docs/combined.md; not a bound).
 # 3. An LP client killed (SIGKILL) while migrations are under way: the daemon releases it, HP
 #    and the other LP finish, and the daemon's books are back to zero.
 set -u
@@ -123,6 +125,35 @@ if [ "$POLICY" = gpumux ]; then
     echo "largest migration order: $((${big:-0} >> 10)) KiB (piece $((PIECE >> 10)) KiB)"
     [ "${big:-0}" -le $PIECE ] || fail "a migration order of $big bytes exceeds the piece ($PIECE bytes)"
 fi
+
+# --- 2b. LP throughput in HP's gaps: kernels/s the two LP clients ran while HP ran, against the
+#    same two LP clients alone under the same daemon for as long (figures, not a bound: the
+#    machine's load moves them; docs/combined.md quotes them).
+WIN=$((hp_last - hp_first))
+SHARED_K=0
+for n in la lb; do
+    pid=$(pid_of $n)
+    SHARED_K=$((SHARED_K + $(grep " pid=$pid .*kind=kernel" "$R/standin.log" |
+        awk -v a="$hp_first" -v b="$hp_last" '{ split($1, s, "="); if (s[2] > a && s[2] < b) c++ } END { print c + 0 }')))
+done
+start_daemon "${CONF[@]}"
+rm -f "$R/go" "$R/hpdone"
+for n in ma mb; do
+    CLIENT_NICE=10 client $n 7 --oversubscribe -- --kernels $n:$LPK --count 1000000 --sync-every 4 --alloc-mb $LPMB --verify 1 \
+        --start-when "$R/go" --until "$R/hpdone"
+done
+go ma mb
+sleep "$(awk -v w=$WIN 'BEGIN { printf "%.3f", w / 1e9 + 0.5 }')"
+touch "$R/hpdone"
+wait $PID_ma $PID_mb
+stop_daemon
+starts=$(for n in ma mb; do pid=$(pid_of $n); grep " pid=$pid .*kind=kernel" "$R/standin.log"; done |
+    sed 's/^start_ns=\([0-9]*\) .*/\1/' | sort -n)
+t0=$(echo "$starts" | head -1)
+ALONE_K=$(echo "$starts" | awk -v a="${t0:-0}" -v w=$WIN '$1 >= a && $1 < a + w { c++ } END { print c + 0 }')
+rate() { awk -v k=$1 -v w=$WIN 'BEGIN { printf "%.0f", k / (w / 1e9) }'; }
+echo "LP throughput: $(rate $SHARED_K) kernels/s beside HP ($SHARED_K in $((WIN / 1000000)) ms), $(rate $ALONE_K) kernels/s alone ($ALONE_K in as long): $(awk -v s=$SHARED_K -v a=$ALONE_K 'BEGIN { printf "%.0f", a ? 100 * s / a : 0 }')% of alone"
+for n in ma mb; do check_order $n; done
 
 # --- 3. an LP client killed while migrations are under way
 start_daemon "${CONF[@]}"
