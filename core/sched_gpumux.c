@@ -33,6 +33,13 @@
  * - The LP slice comes from the device (the memory planner's slice rule: a
  *   switch's migration a bounded share of the turn, latency targets) or else
  *   params.slice_ns.
+ * - A command's predicted run is its predicted_ns; on a device whose commands
+ *   carry none (gpumuxd), with params.kdur, what its task's kernels of the same
+ *   identity took lately: the policy measures each kernel it released (from
+ *   the later of its release and its task's previous completion), the extra
+ *   time the first kernel of an LP turn took (the switch's cost, which the
+ *   device's slice rule reads) and the HP level's busy time per arrival (the
+ *   gap prior's busy_ns when params.arrivals gives none).
  *
  * What the memory side does (HP pages never evicted for LP work, migrations
  * in pieces with HP first, LP planned over the timeline) is the device's
