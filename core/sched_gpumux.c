@@ -65,6 +65,7 @@ typedef struct gtask {
 	gmx_cmd_queue_t queue;
 	uint32_t inflight;
 	int priority, present, done, held;
+	gmx_lease_t lease; /* what the device was last told (gmx_lease_set) */
 	/* params.kdur only: when each command in flight was released (seq, time; inflight_max
 	 * slots, seq 0 free) and when the task's last command completed, -1 never */
 	uint64_t *rel_seq;
@@ -172,10 +173,10 @@ static int has_work(const gmx_policy_t *s, uint32_t i)
 	return t->present && (t->queue.head || (t->held && t->inflight));
 }
 
-static void submit(gmx_policy_t *s, uint32_t i)
+/* Counts c (task i's) in flight: released by the policy or under the task's lease. */
+static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c)
 {
 	gtask_t *t = &s->task[i];
-	gmx_cmd_t *c = gmx_cmd_queue_pop(&t->queue);
 	t->inflight++;
 	for (uint32_t k = 0; t->rel_seq && k < s->params.inflight_max; k++)
 		if (!t->rel_seq[k]) { /* its release time, to measure its run (params.kdur) */
@@ -187,6 +188,12 @@ static void submit(gmx_policy_t *s, uint32_t i)
 			}
 			break;
 		}
+}
+
+static void submit(gmx_policy_t *s, uint32_t i)
+{
+	gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[i].queue);
+	account(s, i, c);
 	s->dev.submit(s->dev.ctx, c);
 }
 
@@ -276,6 +283,45 @@ static int next_lp(const gmx_policy_t *s, int hp, int from)
 	return best;
 }
 
+/* On a device that cannot preempt but can lease (gpumuxd's software queues), the LP task whose
+ * turn it is releases its commands under a lease instead of a notice and a grant each: one
+ * command in flight beside HP (an HP arrival revokes it at once, dispatch, and waits for the
+ * one in flight), as many as params.inflight_max when there is no HP level. The lease ends at
+ * the end of the turn and, beside HP, where the predicted HP gap ends less one of its kernels
+ * and the switches (none when that is already past). Every other LP task's lease is revoked.
+ * A lease kept within LEASE_SLACK_NS of the new end is not resent. */
+#define LEASE_SLACK_NS 200000LL
+static void lp_leases(gmx_policy_t *s, int hp, int a, int64_t gap, int64_t now)
+{
+	if (s->dev.preempt || !s->dev.lease)
+		return;
+	uint32_t n = 0;
+	int64_t until = s->lp_end;
+	if (a >= 0 && !s->task[a].done) {
+		n = hp >= 0 ? 1 : s->params.inflight_max;
+		if (hp >= 0 && gap != INT64_MAX) {
+			const gmx_cmd_t *h = s->task[a].queue.head;
+			int64_t run = h ? predicted_run(s, h) : 0;
+			if (run <= 0 && s->params.kdur)
+				run = gmx_kdur_task_mean(s->params.kdur, (uint32_t)a);
+			int64_t end = now + gap - (run > 0 ? run : 0) - 2 * s->params.switch_ns;
+			if (end <= now)
+				n = 0;
+			else if (end < until)
+				until = end;
+		}
+	}
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		gtask_t *t = &s->task[i];
+		if (!t->present || t->priority <= hp)
+			continue;
+		uint32_t k = (int)i == a ? n : 0;
+		if (k && t->lease.inflight == k && t->lease.until <= until && until - t->lease.until < LEASE_SLACK_NS)
+			continue;
+		gmx_lease_set(&s->dev, i, &t->lease, k, k ? until : 0);
+	}
+}
+
 static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
@@ -299,8 +345,10 @@ static void dispatch(gmx_policy_t *s)
 			s->hp_busy_since = now;
 		s->hp_idle = 0;
 		for (uint32_t i = 0; i < s->n_tasks; i++)
-			if (s->task[i].present && s->task[i].priority > hp)
+			if (s->task[i].present && s->task[i].priority > hp) {
 				hold(s, i, 1); /* HP first: the LP task waits at once */
+				gmx_lease_set(&s->dev, i, &s->task[i].lease, 0, 0);
+			}
 		return;
 	}
 	if (!s->hp_idle) {
@@ -359,6 +407,7 @@ static void dispatch(gmx_policy_t *s)
 		placed += run + load;
 		submit(s, (uint32_t)a);
 	}
+	lp_leases(s, hp, a, gap, now);
 	s->dev.set_timer(s->dev.ctx, wake);
 }
 
@@ -368,6 +417,7 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 		gtask_t *t = &s->task[task];
 		t->done = 1;
 		hold(s, task, 0);
+		gmx_lease_set(&s->dev, task, &t->lease, 0, 0);
 		while (t->queue.head)
 			submit(s, task);
 	}
@@ -376,6 +426,11 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 
 static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
+	if (cmd->leased) { /* released under its lease: in flight already */
+		account(s, cmd->task, cmd);
+		dispatch(s);
+		return;
+	}
 	gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
 	dispatch(s);
 }

@@ -78,8 +78,13 @@ static double turn_migration_s(void *ctx, int64_t horizon_ns)
 	uint32_t task = *(const uint32_t *)ctx;
 	const client_t *c = &SRV.cl[task];
 	uint64_t bytes = gmxd_mem_bytes(SRV.mem, task), res = gmxd_mem_resident(SRV.mem, task);
+	/* What its switches were measured to cost (orders in pieces, each a round trip; the
+	 * outgoing task's evictions first; a lease handed over), when that is more than the link
+	 * time of what it misses. */
+	int64_t sw = gmx_kdur_switch_ns(G.kdur, task);
+	double sw_s = sw > 0 ? (double)sw / 1e9 : 0;
 	if (!c->oversub || res >= bytes)
-		return 0;
+		return sw_s;
 	/* Bytes one of its commands touches: its queued commands' predictions on average, all its
 	 * memory when one has none (whole-allocation prediction). */
 	uint64_t sum = 0, n = 0;
@@ -98,10 +103,7 @@ static double turn_migration_s(void *ctx, int64_t horizon_ns)
 	double miss = fmin((double)(bytes - res), fmax(cmds, 1.0) * per);
 	miss = fmin(miss, (double)SRV.mem_cap);
 	double link_s = miss / ((double)SRV.cfg->link_mb_s * 1e6);
-	/* What its switches were measured to cost (orders in pieces, each a round trip; the
-	 * outgoing task's evictions first) when that is more than the link time. */
-	int64_t sw = gmx_kdur_switch_ns(G.kdur, task);
-	return sw > 0 && sw / 1e9 > link_s ? sw / 1e9 : link_s;
+	return sw_s > link_s ? sw_s : link_s;
 }
 
 int64_t gmxd__dev_slice_for(void *ctx, uint32_t task)

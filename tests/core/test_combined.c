@@ -454,6 +454,70 @@ static void switch_cost_measured(void **state)
 	gmx_kdur_destroy(k);
 }
 
+/* Leases on a device without preemption (gpumuxd): the LP task whose turn it is gets one
+ * command in flight, ending where the predicted HP gap ends less its kernel; HP's arrival
+ * revokes it at once; a leased release is counted in flight. */
+static gmx_lease_t lease_of[4];
+static int leases_sent;
+static void f_lease(void *c, uint32_t task, const gmx_lease_t *l)
+{
+	(void)c;
+	lease_of[task] = l ? *l : (gmx_lease_t){0};
+	leases_sent++;
+}
+static void lp_lease_bounded_by_the_gap_and_revoked_on_hp(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	memset(lease_of, 0, sizeof lease_of);
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = 100000000;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_cmd_t hp[17];
+	for (int i = 0; i < 16; i++) { /* HP gaps of 1 ms */
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f.now = (int64_t)i * 1100000;
+		ops->on_launch(s, &hp[i]);
+		f.now += 100000;
+		ops->on_complete(s, &hp[i]);
+	}
+	assert_int_equal(lease_of[1].inflight, 0);
+	/* LP's first kernel (noticed) runs 0.2 ms; it then holds a lease of one command in flight
+	 * that ends 0.2 ms before the predicted 1 ms gap does. */
+	int64_t idle_from = f.now;
+	f.now += 1000;
+	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5};
+	ops->on_launch(s, &a1);
+	assert_int_equal(f.submitted[1], 1);
+	f.now += 200000;
+	ops->on_complete(s, &a1);
+	assert_int_equal(lease_of[1].inflight, 1);
+	assert_true(lease_of[1].until > f.now && lease_of[1].until <= idle_from + 1000000 - 200000);
+	/* A leased release is in flight: the task's turn holds through it. */
+	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5, .leased = 1};
+	ops->on_launch(s, &a2);
+	assert_int_equal(f.submitted[1], 1); /* never submitted by the policy */
+	/* HP arrives: the lease is revoked at once. */
+	hp[16] = (gmx_cmd_t){.seq = 102, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+	f.now += 10000;
+	ops->on_launch(s, &hp[16]);
+	assert_int_equal(lease_of[1].inflight, 0);
+	assert_int_equal(f.submitted[0], 17);
+	ops->on_complete(s, &a2);
+	ops->on_complete(s, &hp[16]);
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -471,6 +535,7 @@ int main(void)
 	    cmocka_unit_test(kernel_durations_learned),
 	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
 	    cmocka_unit_test(switch_cost_measured),
+	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
