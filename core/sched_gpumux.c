@@ -33,6 +33,9 @@
  * - The LP slice comes from the device (the memory planner's slice rule: a
  *   switch's migration a bounded share of the turn, latency targets) or else
  *   params.slice_ns.
+ * - On a device that cannot preempt but can lease (gpumuxd), the LP task whose
+ *   turn it is releases under a lease bounded by the predicted HP gap, one
+ *   command in flight, revoked when HP work arrives (lp_leases).
  * - A command's predicted run is its predicted_ns; on a device whose commands
  *   carry none (gpumuxd), with params.kdur, what its task's kernels of the same
  *   identity took lately: the policy measures each kernel it released (from
