@@ -107,12 +107,21 @@ static int64_t median(const kentry_t *e)
 	return v[n / 2];
 }
 
+static int64_t shortest(const kentry_t *e)
+{
+	uint32_t n = e->n < GMX_KDUR_SAMPLES ? (uint32_t)e->n : GMX_KDUR_SAMPLES;
+	int64_t m = e->s[0];
+	for (uint32_t i = 1; i < n; i++)
+		m = e->s[i] < m ? e->s[i] : m;
+	return m;
+}
+
 int64_t gmx_kdur_predict(const gmx_kdur_t *k, uint32_t task, uint64_t id)
 {
 	if (!k || task >= k->n_tasks || !k->t[task].e)
 		return -1;
 	const kentry_t *e = find(&k->t[task], id);
-	return e ? median(e) : -1;
+	return e ? shortest(e) : -1;
 }
 
 int64_t gmx_kdur_task_mean(const gmx_kdur_t *k, uint32_t task)

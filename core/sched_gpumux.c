@@ -382,6 +382,7 @@ static void dispatch(gmx_policy_t *s)
 			 * it finish (resumed if HP had held it) and switch when it completes,
 			 * as msched's own timeline scheduler does. */
 			hold(s, (uint32_t)a, 0);
+			gmx_lease_set(&s->dev, (uint32_t)a, &s->task[a].lease, 0, 0); /* nothing more of it */
 			return;
 		}
 		a = s->lp_active = n;

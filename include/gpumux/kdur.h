@@ -30,9 +30,10 @@ void gmx_kdur_forget(gmx_kdur_t *k, uint32_t task);
  * 0, -EINVAL (task out of range, dur_ns < 0) or -ENOMEM. */
 int gmx_kdur_observe(gmx_kdur_t *k, uint32_t task, uint64_t id, int64_t dur_ns);
 
-/* The predicted duration of task's next kernel of identity id: the median of its last
- * GMX_KDUR_SAMPLES durations (robust to the odd run that waited for its memory); -1 when
- * none was seen. */
+/* The predicted duration of task's next kernel of identity id: the shortest of its last
+ * GMX_KDUR_SAMPLES durations, what the device took without the delays a measurement from
+ * release to completion also catches (a grant reaching a busy host, a completion reported
+ * late, pages coming in); -1 when none was seen. */
 int64_t gmx_kdur_predict(const gmx_kdur_t *k, uint32_t task, uint64_t id);
 
 /* Records what task's last switch cost: how much longer the first kernel of its turn took than

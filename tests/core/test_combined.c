@@ -518,6 +518,37 @@ static void lp_lease_bounded_by_the_gap_and_revoked_on_hp(void **state)
 	gmx_kdur_destroy(k);
 }
 
+/* Without HP, the LP task whose turn it is holds a lease for its turn; when the turn is over
+ * and another task waits, its lease is revoked even while its last kernel finishes. */
+static void lp_lease_revoked_when_its_turn_ends(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	memset(lease_of, 0, sizeof lease_of);
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p); /* 2 ms turns, 2 in flight */
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	assert_int_equal(ops->task_add(s, 2, 5), 0);
+	gmx_cmd_t a1 = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL}, b1 = {.seq = 2, .task = 2, .kind = GMX_OP_KERNEL};
+	ops->on_launch(s, &a1);
+	assert_int_equal(lease_of[1].inflight, p.inflight_max);
+	assert_int_equal(lease_of[1].until, p.slice_ns);
+	ops->on_launch(s, &b1);
+	f.now = 3000000; /* the turn is over; a1 still runs */
+	ops->on_timer(s);
+	assert_int_equal(lease_of[1].inflight, 0);
+	assert_int_equal(f.submitted[2], 0);
+	ops->on_complete(s, &a1);
+	assert_int_equal(f.submitted[2], 1);
+	assert_int_equal(lease_of[2].inflight, p.inflight_max);
+	ops->on_complete(s, &b1);
+	ops->destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,6 +567,7 @@ int main(void)
 	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
 	    cmocka_unit_test(switch_cost_measured),
 	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
+	    cmocka_unit_test(lp_lease_revoked_when_its_turn_ends),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
