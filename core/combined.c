@@ -103,3 +103,14 @@ int64_t gmx_comb_gap_prior(const gmx_comb_arrivals_t *a, int64_t idle_ns, double
 	}
 	return hi - idle_ns;
 }
+
+int64_t gmx_comb_slice_rule(int64_t cap_ns, double (*migration_s)(void *ctx, int64_t horizon_ns), void *ctx)
+{
+	int64_t cap = cap_ns < GMX_COMB_SLICE_NS_MIN ? GMX_COMB_SLICE_NS_MIN : cap_ns;
+	int64_t sl = cap;
+	for (int round = 0; round < 2; round++) {
+		int64_t want = (int64_t)(migration_s(ctx, sl) * 1e9 / GMX_COMB_MIGRATION_SHARE);
+		sl = want < GMX_COMB_SLICE_NS_MIN ? GMX_COMB_SLICE_NS_MIN : want > cap ? cap : want;
+	}
+	return sl;
+}

@@ -44,6 +44,7 @@ void gmx_sched_params_default(gmx_sched_params_t *p)
 	p->hold_task = 0;
 	p->arrivals = NULL;
 	p->n_arrivals = 0;
+	p->kdur = NULL;
 }
 
 int gmx_sched_params_check(const gmx_sched_params_t *p, char *err, size_t err_len)

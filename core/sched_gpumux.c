@@ -33,6 +33,16 @@
  * - The LP slice comes from the device (the memory planner's slice rule: a
  *   switch's migration a bounded share of the turn, latency targets) or else
  *   params.slice_ns.
+ * - On a device that cannot preempt but can lease (gpumuxd), the LP task whose
+ *   turn it is releases under a lease bounded by the predicted HP gap, one
+ *   command in flight, revoked when HP work arrives (lp_leases).
+ * - A command's predicted run is its predicted_ns; on a device whose commands
+ *   carry none (gpumuxd), with params.kdur, what its task's kernels of the same
+ *   identity took lately: the policy measures each kernel it released (from
+ *   the later of its release and its task's previous completion), the extra
+ *   time the first kernel of an LP turn took (the switch's cost, which the
+ *   device's slice rule reads) and the HP level's busy time per arrival (the
+ *   gap prior's busy_ns when params.arrivals gives none).
  *
  * What the memory side does (HP pages never evicted for LP work, migrations
  * in pieces with HP first, LP planned over the timeline) is the device's
@@ -43,6 +53,7 @@
 #include <string.h>
 
 #include "gpumux/combined.h"
+#include "gpumux/kdur.h"
 #include "gpumux/sched.h"
 
 #define GAP_SAMPLES 64
@@ -57,6 +68,12 @@ typedef struct gtask {
 	gmx_cmd_queue_t queue;
 	uint32_t inflight;
 	int priority, present, done, held;
+	gmx_lease_t lease; /* what the device was last told (gmx_lease_set) */
+	/* params.kdur only: when each command in flight was released (seq, time; inflight_max
+	 * slots, seq 0 free) and when the task's last command completed, -1 never */
+	uint64_t *rel_seq;
+	int64_t *rel_at;
+	int64_t prev_done;
 } gtask_t;
 
 struct gmx_policy {
@@ -67,10 +84,15 @@ struct gmx_policy {
 	int lp_active;	       /* LP task whose turn it is, -1 none */
 	int64_t lp_end;	       /* when its turn ends */
 	int64_t lp_idle_since; /* when it ran dry, -1 busy */
+	int turn_new;	       /* params.kdur: the LP turn has released nothing yet */
+	int turn_task;	       /* the task whose turn was measured last, -1 none */
+	uint64_t turn_seq;     /* seq + 1 of its first command, 0 none: its switch is measured */
 	int hp_idle;	       /* the HP level has nothing queued or in flight */
 	int64_t hp_idle_since;
 	int64_t gaps[GAP_SAMPLES]; /* last HP idle gaps, ring */
 	uint32_t n_gaps, gap_next;
+	int64_t hp_busy_since; /* when the HP level last went busy */
+	int64_t hp_busy_ns;    /* params.kdur only: its busy time per arrival, averaged; 0 unknown */
 };
 
 static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -83,6 +105,7 @@ static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_p
 	s->dev = *dev;
 	s->params = *p;
 	s->lp_active = -1;
+	s->turn_task = -1;
 	s->lp_idle_since = -1;
 	s->hp_idle = 1;
 	*out = s;
@@ -91,6 +114,10 @@ static int gm_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_p
 
 static void gm_destroy(gmx_policy_t *s)
 {
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		free(s->task[i].rel_seq);
+		free(s->task[i].rel_at);
+	}
 	free(s);
 }
 
@@ -101,7 +128,24 @@ static int gm_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	gtask_t *t = &s->task[task];
 	if (t->present && (!t->done || t->queue.head || t->inflight))
 		return -EBUSY;
+	uint64_t *rs = t->rel_seq;
+	int64_t *ra = t->rel_at;
+	if (s->params.kdur && !rs) {
+		rs = calloc(s->params.inflight_max, sizeof *rs);
+		ra = calloc(s->params.inflight_max, sizeof *ra);
+		if (!rs || !ra) {
+			free(rs);
+			free(ra);
+			return -ENOMEM;
+		}
+	}
 	memset(t, 0, sizeof(*t));
+	t->rel_seq = rs;
+	t->rel_at = ra;
+	if (rs)
+		memset(rs, 0, s->params.inflight_max * sizeof *rs);
+	t->prev_done = -1;
+	gmx_kdur_forget(s->params.kdur, task); /* a new task in the slot: nothing learned yet */
 	t->present = 1;
 	t->priority = priority;
 	if (task + 1 > s->n_tasks)
@@ -132,11 +176,38 @@ static int has_work(const gmx_policy_t *s, uint32_t i)
 	return t->present && (t->queue.head || (t->held && t->inflight));
 }
 
-static void submit(gmx_policy_t *s, uint32_t i)
+/* Counts c (task i's) in flight: released by the policy or under the task's lease. */
+static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c)
 {
 	gtask_t *t = &s->task[i];
 	t->inflight++;
-	s->dev.submit(s->dev.ctx, gmx_cmd_queue_pop(&t->queue));
+	for (uint32_t k = 0; t->rel_seq && k < s->params.inflight_max; k++)
+		if (!t->rel_seq[k]) { /* its release time, to measure its run (params.kdur) */
+			t->rel_seq[k] = c->seq + 1;
+			t->rel_at[k] = s->dev.now(s->dev.ctx);
+			if (s->turn_new && (int)i == s->lp_active) {
+				s->turn_new = 0;
+				s->turn_seq = c->seq + 1;
+			}
+			break;
+		}
+}
+
+static void submit(gmx_policy_t *s, uint32_t i)
+{
+	gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[i].queue);
+	account(s, i, c);
+	s->dev.submit(s->dev.ctx, c);
+}
+
+/* A command's predicted run: its own prediction, else (params.kdur) what its task's kernels of
+ * the same identity took lately; 0 unknown. */
+static int64_t predicted_run(const gmx_policy_t *s, const gmx_cmd_t *c)
+{
+	if (c->predicted_ns > 0)
+		return c->predicted_ns;
+	int64_t d = s->params.kdur && c->kind == GMX_OP_KERNEL ? gmx_kdur_predict(s->params.kdur, c->task, c->kernel_id) : -1;
+	return d > 0 ? d : 0;
 }
 
 static void hold(gmx_policy_t *s, uint32_t i, int on)
@@ -160,7 +231,10 @@ static int64_t prior_gap(const gmx_policy_t *s, int hp, int64_t idle)
 		const gtask_t *t = &s->task[i];
 		if (!t->present || t->done || t->priority != hp)
 			continue;
-		int64_t g = gmx_comb_gap_prior(&s->params.arrivals[i], idle, GAP_QUANTILE);
+		gmx_comb_arrivals_t a = s->params.arrivals[i];
+		if (a.busy_ns <= 0)
+			a.busy_ns = s->hp_busy_ns; /* measured (params.kdur), else 0 */
+		int64_t g = gmx_comb_gap_prior(&a, idle, GAP_QUANTILE);
 		if (g >= 0 && (best < 0 || g < best))
 			best = g;
 	}
@@ -212,6 +286,45 @@ static int next_lp(const gmx_policy_t *s, int hp, int from)
 	return best;
 }
 
+/* On a device that cannot preempt but can lease (gpumuxd's software queues), the LP task whose
+ * turn it is releases its commands under a lease instead of a notice and a grant each: one
+ * command in flight beside HP (an HP arrival revokes it at once, dispatch, and waits for the
+ * one in flight), as many as params.inflight_max when there is no HP level. The lease ends at
+ * the end of the turn and, beside HP, where the predicted HP gap ends less one of its kernels
+ * and the switches (none when that is already past). Every other LP task's lease is revoked.
+ * A lease kept within LEASE_SLACK_NS of the new end is not resent. */
+#define LEASE_SLACK_NS 200000LL
+static void lp_leases(gmx_policy_t *s, int hp, int a, int64_t gap, int64_t now)
+{
+	if (s->dev.preempt || !s->dev.lease)
+		return;
+	uint32_t n = 0;
+	int64_t until = s->lp_end;
+	if (a >= 0 && !s->task[a].done) {
+		n = hp >= 0 ? 1 : s->params.inflight_max;
+		if (hp >= 0 && gap != INT64_MAX) {
+			const gmx_cmd_t *h = s->task[a].queue.head;
+			int64_t run = h ? predicted_run(s, h) : 0;
+			if (run <= 0 && s->params.kdur)
+				run = gmx_kdur_task_mean(s->params.kdur, (uint32_t)a);
+			int64_t end = now + gap - (run > 0 ? run : 0) - 2 * s->params.switch_ns;
+			if (end <= now)
+				n = 0;
+			else if (end < until)
+				until = end;
+		}
+	}
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		gtask_t *t = &s->task[i];
+		if (!t->present || t->priority <= hp)
+			continue;
+		uint32_t k = (int)i == a ? n : 0;
+		if (k && t->lease.inflight == k && t->lease.until <= until && until - t->lease.until < LEASE_SLACK_NS)
+			continue;
+		gmx_lease_set(&s->dev, i, &t->lease, k, k ? until : 0);
+	}
+}
+
 static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
@@ -231,15 +344,23 @@ static void dispatch(gmx_policy_t *s)
 			s->gap_next = (s->gap_next + 1) % GAP_SAMPLES;
 			s->n_gaps++;
 		}
+		if (s->hp_idle)
+			s->hp_busy_since = now;
 		s->hp_idle = 0;
 		for (uint32_t i = 0; i < s->n_tasks; i++)
-			if (s->task[i].present && s->task[i].priority > hp)
+			if (s->task[i].present && s->task[i].priority > hp) {
 				hold(s, i, 1); /* HP first: the LP task waits at once */
+				gmx_lease_set(&s->dev, i, &s->task[i].lease, 0, 0);
+			}
 		return;
 	}
 	if (!s->hp_idle) {
 		s->hp_idle = 1;
 		s->hp_idle_since = now;
+		if (s->params.kdur) { /* measured busy time per arrival, for the gap prior */
+			int64_t b = now - s->hp_busy_since;
+			s->hp_busy_ns = s->hp_busy_ns ? (7 * s->hp_busy_ns + b) / 8 : b;
+		}
 	}
 	/* The LP turn: kept while its slice lasts, through host gaps under LP_GRACE_NS
 	 * (a closed-loop host launching its next unit), as the timeline scheduler does. */
@@ -261,10 +382,13 @@ static void dispatch(gmx_policy_t *s)
 			 * it finish (resumed if HP had held it) and switch when it completes,
 			 * as msched's own timeline scheduler does. */
 			hold(s, (uint32_t)a, 0);
+			gmx_lease_set(&s->dev, (uint32_t)a, &s->task[a].lease, 0, 0); /* nothing more of it */
 			return;
 		}
 		a = s->lp_active = n;
 		s->lp_idle_since = -1;
+		s->turn_new = n != s->turn_task;
+		s->turn_task = n;
 		int64_t sl = s->dev.slice_for ? s->dev.slice_for(s->dev.ctx, (uint32_t)a) : 0;
 		s->lp_end = now + (sl > 0 ? sl : s->params.slice_ns);
 	}
@@ -278,7 +402,7 @@ static void dispatch(gmx_policy_t *s)
 	while (t->queue.head && t->inflight < s->params.inflight_max) {
 		const gmx_cmd_t *c = t->queue.head;
 		int64_t load = gap != INT64_MAX && s->dev.load_ns ? s->dev.load_ns(s->dev.ctx, c) : 0;
-		int64_t run = c->predicted_ns > 0 ? c->predicted_ns : 0;
+		int64_t run = predicted_run(s, c);
 		if (!gmx_comb_admit(gap == INT64_MAX ? gap : gap - placed, run, load, s->params.switch_ns)) {
 			if (now + RECHECK_NS < wake)
 				wake = now + RECHECK_NS; /* the prediction grows as the gap lasts */
@@ -287,6 +411,7 @@ static void dispatch(gmx_policy_t *s)
 		placed += run + load;
 		submit(s, (uint32_t)a);
 	}
+	lp_leases(s, hp, a, gap, now);
 	s->dev.set_timer(s->dev.ctx, wake);
 }
 
@@ -296,6 +421,7 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 		gtask_t *t = &s->task[task];
 		t->done = 1;
 		hold(s, task, 0);
+		gmx_lease_set(&s->dev, task, &t->lease, 0, 0);
 		while (t->queue.head)
 			submit(s, task);
 	}
@@ -304,13 +430,46 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 
 static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
+	if (cmd->leased) { /* released under its lease: in flight already */
+		account(s, cmd->task, cmd);
+		dispatch(s);
+		return;
+	}
 	gmx_cmd_queue_push(&s->task[cmd->task].queue, cmd);
 	dispatch(s);
+}
+
+/* params.kdur: a kernel's run is from the later of its release and its task's previous
+ * completion (work released ahead queues behind it) to its completion. */
+static void learn(gmx_policy_t *s, gtask_t *t, const gmx_cmd_t *cmd)
+{
+	int64_t now = s->dev.now(s->dev.ctx), began = -1;
+	for (uint32_t k = 0; k < s->params.inflight_max; k++)
+		if (t->rel_seq[k] == cmd->seq + 1) {
+			t->rel_seq[k] = 0;
+			began = t->rel_at[k];
+			break;
+		}
+	if (began >= 0 && cmd->kind == GMX_OP_KERNEL && !t->done) {
+		if (s->turn_seq == cmd->seq + 1) { /* the first kernel of an LP turn: what its switch cost */
+			int64_t pred = gmx_kdur_predict(s->params.kdur, cmd->task, cmd->kernel_id);
+			if (pred >= 0)
+				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - pred);
+		}
+		if (t->prev_done > began)
+			began = t->prev_done;
+		gmx_kdur_observe(s->params.kdur, cmd->task, cmd->kernel_id, now - began);
+	}
+	if (s->turn_seq == cmd->seq + 1)
+		s->turn_seq = 0;
+	t->prev_done = now;
 }
 
 static void gm_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	gtask_t *t = &s->task[cmd->task];
+	if (t->rel_seq)
+		learn(s, t, cmd);
 	if (t->inflight)
 		t->inflight--;
 	if (!t->inflight && t->held) {

@@ -188,6 +188,7 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 	if (SRV.ops->flags & GMX_POLICY_PROFILES)
 		SRV.prof_ptr[c->task] = gmxd__store_get(c->name); /* NULL: not measured */
 	gmxd_mem_set_priority(SRV.mem, c->task, c->priority);
+	gmxd__comb_task_added(c);
 	int rc = SRV.ops->task_add(SRV.pol, c->task, c->priority);
 	if (rc != 0) {
 		close(mfd);

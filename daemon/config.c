@@ -87,13 +87,59 @@ typedef struct {
 	int rc;
 } load_ctx_t;
 
+/* One key of a [task NAME] section (docs/daemon.md, the gpumux policy): 1 or 0 (stop, the
+ * reason in ctx). */
+static int on_task_key(load_ctx_t *x, const char *task, const char *name, const char *value)
+{
+	gmxd_config_t *c = x->c;
+	size_t n = strlen(task);
+	if (n == 0 || n >= GMX_NAME_MAX) {
+		snprintf(x->err, x->err_len, "[task %s]: expected a task name of 1 to %d characters", task,
+			 GMX_NAME_MAX - 1);
+		x->rc = -EINVAL;
+		return 0;
+	}
+	int k = 0;
+	while (k < c->n_task && strcmp(c->task[k].name, task) != 0)
+		k++;
+	if (k == c->n_task) {
+		if (c->n_task >= GMXD_TASK_CFG_MAX) {
+			snprintf(x->err, x->err_len, "[task %s]: more than %d task sections", task, GMXD_TASK_CFG_MAX);
+			x->rc = -E2BIG;
+			return 0;
+		}
+		memset(&c->task[k], 0, sizeof c->task[k]);
+		memcpy(c->task[k].name, task, n + 1);
+		c->n_task++;
+	}
+	long lo, hi, *dst;
+	if (strcmp(name, "latency_target_ms") == 0)
+		lo = 1, hi = GMXD_TARGET_MS_MAX, dst = &c->task[k].latency_target_ms;
+	else if (strcmp(name, "arrival_period_us") == 0)
+		lo = GMXD_PERIOD_US_MIN, hi = GMXD_PERIOD_US_MAX, dst = &c->task[k].arrival_period_us;
+	else {
+		snprintf(x->err, x->err_len, "[task %s]: unknown key '%s' (expected latency_target_ms or arrival_period_us)",
+			 task, name);
+		x->rc = -EINVAL;
+		return 0;
+	}
+	if (parse_long(value, lo, hi, dst)) {
+		snprintf(x->err, x->err_len, "%s = %s: expected an integer in [%ld, %ld]", name, value, lo, hi);
+		x->rc = -EINVAL;
+		return 0;
+	}
+	return 1;
+}
+
 /* inih handler: one key; returns 0 (stop) on the first error, with the reason in ctx. */
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
 	load_ctx_t *x = user;
 	gmxd_config_t *c = x->c;
+	if (strncasecmp(section, "task ", 5) == 0)
+		return on_task_key(x, section + 5 + strspn(section + 5, " \t"), name, value);
 	if (strcasecmp(section, "daemon") != 0) {
-		snprintf(x->err, x->err_len, "unknown section [%s] (expected [daemon])", section);
+		snprintf(x->err, x->err_len, "unknown section [%s] (expected [daemon] or [task NAME])", section);
 		x->rc = -EINVAL;
 		return 0;
 	}

@@ -40,6 +40,12 @@
 #define GMXD_PIECE_US_DEFAULT 2000 /* about one time slice */
 #define GMXD_PIECE_US_MIN 10
 #define GMXD_PIECE_US_MAX 1000000
+/* The gpumux policy's per-task declarations ([task NAME] sections, docs/daemon.md): a latency
+ * target and an arrival period per task name. */
+#define GMXD_TASK_CFG_MAX 32
+#define GMXD_TARGET_MS_MAX 3600000L	/* 1 h */
+#define GMXD_PERIOD_US_MIN 100L		/* 0.1 ms */
+#define GMXD_PERIOD_US_MAX 3600000000L /* 1 h */
 #define GMXD_ALLOW_MAX 32
 #define GMXD_CLIENTS_RESERVE 4 /* of max_clients, kept for root and the daemon's user */
 #define GMXD_ALLOCS_PER_CLIENT 4096
@@ -92,6 +98,13 @@ typedef struct {
 	char profile_dir[256];
 	int oversubscribe_default; /* oversubscription for every client, not only --oversubscribe */
 	char metrics_listen[80]; /* HOST:PORT of the HTTP metrics endpoint; empty: none */
+	/* [task NAME] sections: what a task of that name declares to the gpumux policy */
+	struct gmxd_task_cfg {
+		char name[GMX_NAME_MAX];
+		long latency_target_ms; /* 0: none */
+		long arrival_period_us; /* 0: not known */
+	} task[GMXD_TASK_CFG_MAX];
+	int n_task;
 } gmxd_config_t;
 
 /* Fills *c with the defaults (runtime dir from $GPUMUX_RUNTIME_DIR or /run/gpumux). */

@@ -156,6 +156,11 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 	params.profiles = SRV.prof_ptr;
 	params.n_profiles = GMX_MAX_TASKS;
 	params.profile_learn = 1; /* a task with no profile yet is measured as it runs */
+	if (gmxd__comb_params(&params) != 0) {
+		gmxd_log("out of memory");
+		gmxd__fini();
+		return -ENOMEM;
+	}
 	if (gmx_sched_params_check(&params, err, sizeof err) != 0) {
 		gmxd_log("%s", err);
 		gmxd__fini();
@@ -167,6 +172,7 @@ int gmxd__init(const gmxd_config_t *cfg, int64_t (*clock)(void))
 			    .migrate = gmxd__dev_migrate,
 			    .set_timer = gmxd__dev_set_timer,
 			    .load_ns = gmxd__dev_load_ns,
+			    .slice_for = gmxd__dev_slice_for,
 			    .lease = gmxd__dev_lease};
 	/* No registered policy calls dev.migrate today: the daemon's memory planner serves
 	 * oversubscribed clients at each grant (plan_memory). */
@@ -206,6 +212,7 @@ void gmxd__fini(void)
 	SRV.act_head = SRV.act_tail = NULL;
 	gmxd_mem_destroy(SRV.mem);
 	SRV.mem = NULL;
+	gmxd__comb_fini();
 	gmxd__store_tick(gmxd__now_ns(), 1);
 	for (int i = 0; i < GMX_MAX_TASKS; i++)
 		if (SRV.store[i].used)

@@ -359,6 +359,17 @@ void gmxd__mem_policy_init(void);
  * link_mb_s (0 for clients not oversubscribed, or when they are resident). */
 int64_t gmxd__dev_load_ns(void *ctx, const gmx_cmd_t *cmd);
 
+/* The gpumux policy's device side (memplan_slice.c). gmxd__comb_params gives the policy learned
+ * kernel durations and declared arrivals when it is the combined policy (0 or -ENOMEM);
+ * gmxd__comb_fini frees them; gmxd__comb_task_added takes client c's declarations ([task
+ * NAME] sections) before the policy hears of it; gmxd__dev_slice_for is the device's
+ * slice_for: core's slice rule over the turn's predicted migration, capped by latency
+ * targets (0, the policy's slice, for other policies). */
+int gmxd__comb_params(gmx_sched_params_t *p);
+void gmxd__comb_fini(void);
+void gmxd__comb_task_added(const client_t *c);
+int64_t gmxd__dev_slice_for(void *ctx, uint32_t task);
+
 /* Marks client c live (in use, not departed) or not: the loops visit only live clients. */
 void gmxd__live(const client_t *c, int on);
 

@@ -592,6 +592,19 @@ static double missing_s(gmx_msched_t *ms, uint32_t t)
 	return (double)(pages * GMX_PAGE_SIZE) / gbps / 1e9;
 }
 
+/* The rule's migration estimate: task's missing pages over a turn of horizon_ns. */
+typedef struct {
+	gmx_msched_t *ms;
+	uint32_t task;
+} slice_ctx_t;
+
+static double slice_migration_s(void *ctx, int64_t horizon_ns)
+{
+	slice_ctx_t *x = ctx;
+	x->ms->slice_ns = horizon_ns;
+	return missing_s(x->ms, x->task);
+}
+
 int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task)
 {
 	if (!ms->rule || task >= ms->n)
@@ -603,16 +616,8 @@ int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task)
 	for (uint32_t i = 0; i < ms->n; i++)
 		if (ms->t[i].runnable && ms->t[i].target_ns > 0 && ms->t[i].target_ns / (runnable ? runnable : 1) < cap)
 			cap = ms->t[i].target_ns / (runnable ? runnable : 1);
-	if (cap < GMX_MSCHED_SLICE_NS_MIN)
-		cap = GMX_MSCHED_SLICE_NS_MIN;
-	/* The migration depends on the horizon: estimate it over the longest
-	 * allowed slice, then once more over the slice that estimate asks for. */
-	int64_t sl = cap;
-	for (int round = 0; round < 2; round++) {
-		ms->slice_ns = sl;
-		int64_t want = (int64_t)(missing_s(ms, task) * 1e9 / GMX_MSCHED_MIGRATION_SHARE);
-		sl = want < GMX_MSCHED_SLICE_NS_MIN ? GMX_MSCHED_SLICE_NS_MIN : want > cap ? cap : want;
-	}
+	slice_ctx_t x = {ms, task};
+	int64_t sl = gmx_comb_slice_rule(cap, slice_migration_s, &x);
 	ms->slice_ns = sl;
 	ms->slice_sum += (double)sl;
 	if (!ms->slices || sl < ms->slice_lo)

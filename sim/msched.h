@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "gpumux/combined.h"
 #include "gpumux/template.h"
 #include "memspace.h"
 #include "preset.h"
@@ -21,9 +22,9 @@
  * no longer than the tightest latency target over the runnable tasks divided
  * by their number (a rotation fits the target); the target wins when the two
  * disagree. docs/msched.md#the-slice. */
-#define GMX_MSCHED_SLICE_NS_MIN 2000000LL    /* 2 ms: the GPU's own slice */
-#define GMX_MSCHED_SLICE_NS_MAX 2000000000LL /* 2 s */
-#define GMX_MSCHED_MIGRATION_SHARE 0.10
+#define GMX_MSCHED_SLICE_NS_MIN GMX_COMB_SLICE_NS_MIN /* core's rule: gmx_comb_slice_rule */
+#define GMX_MSCHED_SLICE_NS_MAX GMX_COMB_SLICE_NS_MAX
+#define GMX_MSCHED_MIGRATION_SHARE GMX_COMB_MIGRATION_SHARE
 
 typedef enum gmx_msched_variant {
 	GMX_MSCHED_FULL = 0,   /* templates, timeline order, pipelined migration */

@@ -53,6 +53,20 @@ int64_t gmx_comb_migration_start(int prio, int hp_level, int64_t now, int64_t pi
  * [lo_ns, hi_ns]; no target (all <= 0): hi_ns. */
 int64_t gmx_comb_lp_slice(const int64_t *target_ns, uint32_t n_lp, int64_t lo_ns, int64_t hi_ns);
 
+/* msched's slice rule (docs/msched.md#the-slice), for the simulator's planner and gpumuxd
+ * alike: a turn is the shortest slice whose switch migration takes at most
+ * GMX_COMB_MIGRATION_SHARE of it, in [GMX_COMB_SLICE_NS_MIN, cap_ns] (cap_ns: from the latency
+ * targets, gmx_comb_lp_slice; the target wins when the two disagree). */
+#define GMX_COMB_SLICE_NS_MIN 2000000LL	   /* 2 ms: the GPU's own slice */
+#define GMX_COMB_SLICE_NS_MAX 2000000000LL /* 2 s */
+#define GMX_COMB_MIGRATION_SHARE 0.10
+
+/* The slice by the rule above. migration_s(ctx, horizon_ns): seconds the switch's migration
+ * takes when the turn lasts horizon_ns (what the work of that horizon misses, over the link);
+ * it depends on the horizon, so it is asked over cap_ns, then once more over the slice that
+ * estimate asks for. cap_ns below GMX_COMB_SLICE_NS_MIN counts as that. */
+int64_t gmx_comb_slice_rule(int64_t cap_ns, double (*migration_s)(void *ctx, int64_t horizon_ns), void *ctx);
+
 /* What is known of an HP task's arrivals before any of its idle gaps has been seen (a
  * scenario's arrival process, a service's declared period, a trace of its inter-arrival
  * times), to seed the gap predictor. All zero: nothing known. */

@@ -138,6 +138,10 @@ typedef struct gmx_sched_params {
 	 * HP gap predictor with it, gpumux/combined.h); NULL or all-zero entries: nothing. Not owned. */
 	const struct gmx_comb_arrivals *arrivals;
 	uint32_t n_arrivals;
+	/* gpumux only: kernel durations learned from completions (gpumux/kdur.h), for commands that
+	 * carry no predicted_ns (gpumuxd's); the policy records into it and predicts from it. NULL:
+	 * none (the simulator's commands carry their durations). Not owned. */
+	struct gmx_kdur *kdur;
 } gmx_sched_params_t;
 
 typedef struct gmx_policy gmx_policy_t;

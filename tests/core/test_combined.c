@@ -1,6 +1,7 @@
 /* The combined policy's decisions (core/combined.c) and its scheduler (core/sched_gpumux.c)
  * against a fake device: HP pages never evicted for LP work, LP admitted only when its pages
  * and run fit the gap, an HP migration waits at most one piece, HP work preempts LP at once. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include "gpumux/combined.h"
+#include "gpumux/kdur.h"
 #include "gpumux/sched.h"
 
 static void hp_pages_not_evicted_for_lp(void **state)
@@ -303,6 +305,250 @@ static void without_preemption_a_running_lp_kernel_keeps_its_turn(void **state)
 	ops->destroy(s);
 }
 
+/* The slice rule (core's, the simulator's and gpumuxd's): a turn whose migration takes 10% of
+ * it, at least 2 ms, at most the cap; the migration is re-estimated over the slice it asks for. */
+static double fixed_migration(void *ctx, int64_t horizon_ns)
+{
+	(void)horizon_ns;
+	return *(const double *)ctx;
+}
+static double growing_migration(void *ctx, int64_t horizon_ns)
+{
+	/* a task touching 1 GB per s of its turn, of which 256 MB are missing, at 25 GB/s */
+	(void)ctx;
+	double miss = (double)horizon_ns * 1.0 < 256e6 ? (double)horizon_ns * 1.0 : 256e6;
+	return miss / 25e9;
+}
+static void slice_rule_bounds_the_migration_share(void **state)
+{
+	(void)state;
+	double m = 0.010; /* 10 ms to move */
+	assert_int_equal(gmx_comb_slice_rule(GMX_COMB_SLICE_NS_MAX, fixed_migration, &m), 100000000);
+	m = 0;
+	assert_int_equal(gmx_comb_slice_rule(GMX_COMB_SLICE_NS_MAX, fixed_migration, &m), GMX_COMB_SLICE_NS_MIN);
+	m = 0.010; /* a 50 ms cap (a latency target) wins over the 100 ms the migration asks for */
+	assert_int_equal(gmx_comb_slice_rule(50000000, fixed_migration, &m), 50000000);
+	assert_int_equal(gmx_comb_slice_rule(1000, fixed_migration, &m), GMX_COMB_SLICE_NS_MIN);
+	/* over 2 s the turn misses 256 MB (10.24 ms): 102.4 ms; over 102.4 ms it misses 102.4 MB
+	 * (4.1 ms): 41 ms */
+	int64_t sl = gmx_comb_slice_rule(GMX_COMB_SLICE_NS_MAX, growing_migration, NULL);
+	assert_true(sl > 40000000 && sl < 41000000);
+}
+
+/* Learned kernel durations: the median of the last ones per identity and task; the least
+ * recently observed identity gives way; a task's slot forgotten when it leaves. */
+static void kernel_durations_learned(void **state)
+{
+	(void)state;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(4, &k), 0);
+	assert_int_equal(gmx_kdur_predict(k, 1, 7), -1);
+	assert_int_equal(gmx_kdur_task_mean(k, 1), -1);
+	for (int i = 0; i < 9; i++)
+		assert_int_equal(gmx_kdur_observe(k, 1, 7, i == 4 ? 50000000 : 1000000), 0); /* one ran 50 ms */
+	assert_int_equal(gmx_kdur_predict(k, 1, 7), 1000000);
+	assert_int_equal(gmx_kdur_predict(k, 2, 7), -1); /* per task */
+	assert_int_equal(gmx_kdur_observe(k, 1, 8, 3000000), 0);
+	assert_int_equal(gmx_kdur_task_mean(k, 1), (9 * 1000000 + 3000000) / 10);
+	for (uint64_t id = 100; id < 100 + GMX_KDUR_IDS; id++)
+		assert_int_equal(gmx_kdur_observe(k, 1, id, 5), 0);
+	assert_int_equal(gmx_kdur_predict(k, 1, 7), -1); /* the least recently observed went first */
+	assert_int_equal(gmx_kdur_predict(k, 1, 100 + GMX_KDUR_IDS - 1), 5);
+	assert_int_equal(gmx_kdur_observe(k, 4, 1, 5), -EINVAL);
+	assert_int_equal(gmx_kdur_observe(k, 1, 1, -1), -EINVAL);
+	gmx_kdur_forget(k, 1);
+	assert_int_equal(gmx_kdur_predict(k, 1, 100 + GMX_KDUR_IDS - 1), -1);
+	gmx_kdur_destroy(k);
+}
+
+/* On a device whose commands carry no duration (gpumuxd), the policy measures its kernels
+ * (params.kdur) and keeps an LP kernel that ran 2 ms out of a 1 ms HP gap; knowing nothing
+ * of durations (no kdur), it lets it in and the HP request waits for it. */
+static uint32_t lp_after_learning(int with_kdur)
+{
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	gmx_kdur_t *k = NULL;
+	if (with_kdur) {
+		assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+		p.kdur = k;
+	}
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
+	gmx_cmd_t hp[17];
+	for (int i = 0; i < 16; i++) { /* HP gaps of 1 ms */
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f.now = (int64_t)i * 1100000;
+		ops->on_launch(s, &hp[i]);
+		f.now += 100000;
+		ops->on_complete(s, &hp[i]);
+	}
+	/* An LP kernel of unknown length goes into the gap, and runs 2 ms. */
+	f.now += 1000;
+	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a1);
+	assert_int_equal(f.submitted[1], 1);
+	f.now += 2000000;
+	ops->on_complete(s, &a1);
+	if (k)
+		assert_int_equal(gmx_kdur_predict(k, 1, 77), 2000000);
+	/* HP's next request, then a new gap: the same LP kernel again. */
+	hp[16] = (gmx_cmd_t){.seq = 101, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+	ops->on_launch(s, &hp[16]);
+	f.now += 100000;
+	ops->on_complete(s, &hp[16]);
+	f.now += 1000;
+	gmx_cmd_t a2 = {.seq = 102, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a2);
+	uint32_t n = f.submitted[1];
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+	return n;
+}
+static void learned_durations_keep_lp_out_of_short_gaps(void **state)
+{
+	(void)state;
+	assert_int_equal(lp_after_learning(1), 1); /* a2 waits: 2 ms does not fit the 1 ms gap */
+	assert_int_equal(lp_after_learning(0), 2); /* blind to durations: a2 goes */
+}
+
+/* params.kdur: what an LP task's switch costs is measured as how much longer the first kernel
+ * of its turn took than its kernels do (its pages coming in): gpumuxd's slice rule reads it. */
+static void switch_cost_measured(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.inflight_max = 1;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 0, 2); /* two LP tasks, 2 ms turns */
+	gmx_cmd_t a[3], b = {.seq = 10, .task = 2, .kind = GMX_OP_KERNEL, .kernel_id = 6};
+	for (int i = 0; i < 3; i++)
+		a[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5};
+	ops->on_launch(s, &a[0]);
+	f.now = 1000000;
+	ops->on_complete(s, &a[0]); /* task 1's kernels run 1 ms */
+	ops->on_launch(s, &a[1]);
+	f.now = 1500000;
+	ops->on_launch(s, &b);
+	f.now = 2000000;
+	ops->on_complete(s, &a[1]); /* task 1's turn is over: task 2's */
+	assert_int_equal(f.submitted[2], 1);
+	f.now = 2500000;
+	ops->on_launch(s, &a[2]);
+	f.now = 3000000;
+	ops->on_complete(s, &b);
+	f.now = 4000000;
+	ops->on_timer(s); /* task 2 idle past the grace: task 1's turn again */
+	assert_int_equal(f.submitted[1], 3);
+	assert_int_equal(gmx_kdur_switch_ns(k, 1), -1);
+	f.now = 9000000; /* its first kernel took 5 ms: 4 ms of switch */
+	ops->on_complete(s, &a[2]);
+	assert_int_equal(gmx_kdur_switch_ns(k, 1), 4000000);
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+}
+
+/* Leases on a device without preemption (gpumuxd): the LP task whose turn it is gets one
+ * command in flight, ending where the predicted HP gap ends less its kernel; HP's arrival
+ * revokes it at once; a leased release is counted in flight. */
+static gmx_lease_t lease_of[4];
+static int leases_sent;
+static void f_lease(void *c, uint32_t task, const gmx_lease_t *l)
+{
+	(void)c;
+	lease_of[task] = l ? *l : (gmx_lease_t){0};
+	leases_sent++;
+}
+static void lp_lease_bounded_by_the_gap_and_revoked_on_hp(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	memset(lease_of, 0, sizeof lease_of);
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = 100000000;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 0, 0), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	gmx_cmd_t hp[17];
+	for (int i = 0; i < 16; i++) { /* HP gaps of 1 ms */
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f.now = (int64_t)i * 1100000;
+		ops->on_launch(s, &hp[i]);
+		f.now += 100000;
+		ops->on_complete(s, &hp[i]);
+	}
+	assert_int_equal(lease_of[1].inflight, 0);
+	/* LP's first kernel (noticed) runs 0.2 ms; it then holds a lease of one command in flight
+	 * that ends 0.2 ms before the predicted 1 ms gap does. */
+	int64_t idle_from = f.now;
+	f.now += 1000;
+	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5};
+	ops->on_launch(s, &a1);
+	assert_int_equal(f.submitted[1], 1);
+	f.now += 200000;
+	ops->on_complete(s, &a1);
+	assert_int_equal(lease_of[1].inflight, 1);
+	assert_true(lease_of[1].until > f.now && lease_of[1].until <= idle_from + 1000000 - 200000);
+	/* A leased release is in flight: the task's turn holds through it. */
+	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5, .leased = 1};
+	ops->on_launch(s, &a2);
+	assert_int_equal(f.submitted[1], 1); /* never submitted by the policy */
+	/* HP arrives: the lease is revoked at once. */
+	hp[16] = (gmx_cmd_t){.seq = 102, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+	f.now += 10000;
+	ops->on_launch(s, &hp[16]);
+	assert_int_equal(lease_of[1].inflight, 0);
+	assert_int_equal(f.submitted[0], 17);
+	ops->on_complete(s, &a2);
+	ops->on_complete(s, &hp[16]);
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+}
+
+/* Without HP, the LP task whose turn it is holds a lease for its turn; when the turn is over
+ * and another task waits, its lease is revoked even while its last kernel finishes. */
+static void lp_lease_revoked_when_its_turn_ends(void **state)
+{
+	(void)state;
+	fake_t f = {0};
+	memset(lease_of, 0, sizeof lease_of);
+	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p); /* 2 ms turns, 2 in flight */
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s;
+	assert_int_equal(ops->create(&p, &dev, &s), 0);
+	assert_int_equal(ops->task_add(s, 1, 5), 0);
+	assert_int_equal(ops->task_add(s, 2, 5), 0);
+	gmx_cmd_t a1 = {.seq = 1, .task = 1, .kind = GMX_OP_KERNEL}, b1 = {.seq = 2, .task = 2, .kind = GMX_OP_KERNEL};
+	ops->on_launch(s, &a1);
+	assert_int_equal(lease_of[1].inflight, p.inflight_max);
+	assert_int_equal(lease_of[1].until, p.slice_ns);
+	ops->on_launch(s, &b1);
+	f.now = 3000000; /* the turn is over; a1 still runs */
+	ops->on_timer(s);
+	assert_int_equal(lease_of[1].inflight, 0);
+	assert_int_equal(f.submitted[2], 0);
+	ops->on_complete(s, &a1);
+	assert_int_equal(f.submitted[2], 1);
+	assert_int_equal(lease_of[2].inflight, p.inflight_max);
+	ops->on_complete(s, &b1);
+	ops->destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -316,6 +562,12 @@ int main(void)
 	    cmocka_unit_test(gap_prior_from_arrivals),
 	    cmocka_unit_test(gap_predictor_seeded_from_arrivals),
 	    cmocka_unit_test(without_preemption_a_running_lp_kernel_keeps_its_turn),
+	    cmocka_unit_test(slice_rule_bounds_the_migration_share),
+	    cmocka_unit_test(kernel_durations_learned),
+	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
+	    cmocka_unit_test(switch_cost_measured),
+	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
+	    cmocka_unit_test(lp_lease_revoked_when_its_turn_ends),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -704,6 +704,73 @@ static void test_ring_batched_wake(void **state)
 	assert_int_equal(gmx_ring_push_batched(&r, &e, &wake), -1); /* full */
 }
 
+/* The gpumux policy in gpumuxd (memplan_slice.c): a [task NAME] section's arrival period seeds
+ * the HP gap predictor and the policy measures its kernels, so an LP kernel that ran 2 ms is
+ * kept out of the 1 ms gap HP's period leaves (without either it goes, and the HP request
+ * waits for it); LP turns follow core's slice rule over the migration a turn needs (40 MiB at
+ * 25 GB/s: 16.8 ms, not slice_us), capped by a runnable task's latency target. Returns
+ * whether the second LP kernel was granted at once. */
+static int combined_lp_granted(int declare)
+{
+	gmxd_config_default(&cfg);
+	snprintf(cfg.policy, sizeof cfg.policy, "gpumux");
+	cfg.profile_dir[0] = 0;
+	cfg.device_memory_mb = 64;
+	cfg.inflight = 1;
+	if (declare) {
+		cfg.task[0] = (struct gmxd_task_cfg){.name = "hp", .latency_target_ms = 10, .arrival_period_us = 1100};
+		cfg.n_task = 1;
+	}
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	tconn_t hp, lp, big;
+	int g, ev;
+	assert_int_equal(hello(&hp, 0, "hp", 0), 'W');
+	assert_int_equal(hello(&lp, 0, "lp", 5), 'W');
+	assert_int_equal(hello_flags(&big, 0, "big", 5, GMX_HELLO_OVERSUBSCRIBE), 'W');
+	up_entry(&big, GMX_UP_ALLOC, 0, 0, 1ull << 40, 40ull << 20);
+	gmxd__poll_rings();
+	uint32_t tb = (uint32_t)task_of(&big);
+	int64_t sl = gmxd__dev_slice_for(NULL, tb);
+	if (sl < 16700000 || sl > 16800000)
+		fail_msg("slice %lld ns for a turn that must load 40 MiB at 25 GB/s (expected 16.8 ms)", (long long)sl);
+	/* The first LP kernel: nothing known of HP's gaps but its period, HP idle for longer: open. */
+	up(&lp, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings();
+	down(&lp, 1, &g, &ev, 0);
+	assert_int_equal(g, 1);
+	now_ns += 2000000; /* it ran 2 ms */
+	up(&lp, GMX_UP_COMPLETE, 1);
+	gmxd__poll_rings();
+	/* One HP request of 0.1 ms; a runnable task's 10 ms target caps the turn meanwhile. */
+	up(&hp, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings();
+	down(&hp, 1, &g, &ev, 0);
+	assert_int_equal(g, 1);
+	sl = gmxd__dev_slice_for(NULL, tb);
+	if (declare)
+		assert_int_equal(sl, 10000000);
+	now_ns += 100000;
+	up(&hp, GMX_UP_COMPLETE, 1);
+	gmxd__poll_rings();
+	now_ns += 1000;
+	up(&lp, GMX_UP_NOTICE, 2);
+	gmxd__poll_rings();
+	down(&lp, 2, &g, &ev, 0);
+	bye(&hp);
+	bye(&lp);
+	bye(&big);
+	books();
+	gmxd__fini();
+	return g;
+}
+
+static void test_combined_learns_durations_and_slices(void **state)
+{
+	(void)state;
+	assert_int_equal(combined_lp_granted(1), 0); /* 2 ms does not fit the 1 ms gap */
+	assert_int_equal(combined_lp_granted(0), 1); /* no period known: the gap is open */
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -720,6 +787,7 @@ int main(void)
 	    cmocka_unit_test(test_lease_bound_counts_granted),
 	    cmocka_unit_test(test_batches_merged_by_time),
 	    cmocka_unit_test(test_ring_batched_wake),
+	    cmocka_unit_test(test_combined_learns_durations_and_slices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
