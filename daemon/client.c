@@ -259,6 +259,23 @@ int gmxd__leases_active(void)
 	return 0;
 }
 
+int gmxd__someone_waits(void)
+{
+	if (SRV.evicts_outstanding || SRV.act_head)
+		return 1;
+	GMXD_FOR_LIVE(t) {
+		const client_t *c = &SRV.cl[t];
+		if (c->queued || c->want_set)
+			return 1;
+	}
+	return 0;
+}
+
+int64_t gmxd__drain_interval(int64_t adaptive_ns)
+{
+	return gmxd__someone_waits() ? adaptive_ns : GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL;
+}
+
 /* Commands freed, kept for the next ones (a leased release and its completion would otherwise
  * cost an allocation and a free per kernel): at most GMXD_DCMD_POOL, released by gmxd__fini. */
 static dcmd_t *dcmd_pool;
