@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -667,6 +668,60 @@ static void test_batches_merged_by_time(void **state)
 	gmxd__fini();
 }
 
+/* The loop reads leased batches every GMXD_LEASE_DRAIN_MS .. GMXD_LEASE_DRAIN_MAX_MS only while some
+ * client waits for the daemon (here a worse priority queued behind a leased client); while none
+ * does, every GMXD_LEASE_IDLE_DRAIN_MS: fewer wake-ups per kernel, the same decisions. */
+static void test_drain_interval_while_nobody_waits(void **state)
+{
+	(void)state;
+	start("fikit", 8);
+	tconn_t a, b;
+	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
+	up(&a, GMX_UP_NOTICE, 1); /* granted, and a lease */
+	gmxd__poll_rings();
+	uint64_t id = 0;
+	uint32_t bound = 0;
+	int64_t until = -1;
+	assert_int_equal(last_lease(&a, &id, &bound, &until), 1);
+	up_entry(&a, GMX_UP_LEASE_ACK, 0, id, 0, 0);
+	up_entry(&a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
+	gmxd__poll_rings();
+	assert_true(gmxd__leases_active());
+	assert_false(gmxd__someone_waits());
+	assert_int_equal(gmxd__drain_interval(2000000), GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL);
+	assert_int_equal(hello(&b, 1000, "b", 7), 'W');
+	up(&b, GMX_UP_NOTICE, 1); /* a is busy: b waits for a gap */
+	gmxd__poll_rings();
+	assert_int_equal(SRV.cl[task_of(&b)].queued, 1);
+	assert_int_equal(gmxd__drain_interval(2000000), 2000000);
+	books();
+	bye(&a);
+	bye(&b);
+	books();
+	gmxd__fini();
+}
+
+/* A client's region is mapped populated: the loop's reads of its rings, page after page as they
+ * wrap, never fault (a trap into the kernel each, several µs in a virtual machine). */
+static void test_region_populated(void **state)
+{
+	(void)state;
+	start("fikit", 8);
+	tconn_t a;
+	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
+	const volatile unsigned char *p = (const volatile unsigned char *)SRV.cl[task_of(&a)].region;
+	struct rusage r0, r1;
+	assert_int_equal(getrusage(RUSAGE_SELF, &r0), 0);
+	unsigned sum = 0;
+	for (size_t o = 0; o < sizeof(gmx_shm_region_t); o += 4096)
+		sum += p[o];
+	assert_int_equal(getrusage(RUSAGE_SELF, &r1), 0);
+	(void)sum;
+	assert_int_equal(r1.ru_minflt - r0.ru_minflt, 0);
+	bye(&a);
+	gmxd__fini();
+}
+
 /* Batched entries (gmx_ring_push_batched) wake a consumer only when it sleeps with no deadline
  * (GMX_RING_WAIT_ANY) or once the ring holds GMX_RING_FILL_MARK entries; never a busy one. */
 static void test_ring_batched_wake(void **state)
@@ -720,6 +775,8 @@ int main(void)
 	    cmocka_unit_test(test_lease_bound_counts_granted),
 	    cmocka_unit_test(test_batches_merged_by_time),
 	    cmocka_unit_test(test_ring_batched_wake),
+	    cmocka_unit_test(test_drain_interval_while_nobody_waits),
+	    cmocka_unit_test(test_region_populated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
