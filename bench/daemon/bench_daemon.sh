@@ -163,7 +163,7 @@ done
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 # The clients' side in the same window: run time (ns) and voluntary context switches (sleeps) of
 # the processes PIDS, every thread (the interposer's included).
-procs_cpu() { for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%d\n", s}'; }
+procs_cpu() { for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'; }
 procs_vcs() { for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ {s += $2} END {printf "%d\n", s}'; }
 clients_at() { # dir line count: waits until count clients wrote line
     for _ in $(seq 1200); do
