@@ -295,6 +295,10 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 			     what ? what : "first message", why);
 		return;
 	}
+	/* The books as of the request: leased batches the loop would read up to GMXD_LEASE_IDLE_DRAIN_MS
+	 * later count first. */
+	if (m.h.type == GMX_MSG_STATUS_REQ || m.h.type == GMX_MSG_METRICS_REQ)
+		gmxd__poll_rings();
 	if (m.h.type == GMX_MSG_STATUS_REQ) {
 		gmxd__status_reply(fd);
 		drain_close(fd);

@@ -4,7 +4,7 @@
  * a clock of our own. What one user may take from the others: client slots, slots held by
  * departed clients, the profile store's entries; and the store's saves (durable, private).
  */
-#include "server_internal.h"
+#include "rig.h"
 
 #include <errno.h>
 #include <setjmp.h>
@@ -16,144 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
-
-static int64_t now_ns = 1000000000LL;
-static int64_t test_clock(void)
-{
-	return now_ns;
-}
-
-typedef struct {
-	int fd, efd_up, efd_down;
-	uint32_t id;
-	gmx_shm_region_t *r;
-	char reason[200];
-} tconn_t;
-
-static gmxd_config_t cfg;
-
-static void start(const char *policy, long max_clients)
-{
-	gmxd_config_default(&cfg);
-	snprintf(cfg.policy, sizeof cfg.policy, "%s", policy);
-	cfg.profile_dir[0] = 0;
-	cfg.max_clients = max_clients;
-	cfg.allow_uid[0] = 1000;
-	cfg.allow_uid[1] = 1001;
-	cfg.n_allow_uid = 2;
-	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
-}
-
-static void books(void)
-{
-	char err[512];
-	if (gmxd__check(err, sizeof err) != 0)
-		fail_msg("books: %s", err);
-}
-
-/* Connects as uid with a HELLO: 'W' welcomed (c filled), 'R' refused (c->reason). */
-static int hello_flags(tconn_t *c, uid_t uid, const char *name, int prio, uint32_t flags)
-{
-	memset(c, 0, sizeof *c);
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-	gmx_msg_hello_t h;
-	memset(&h, 0, sizeof h);
-	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
-	h.priority = prio;
-	h.flags = flags;
-	snprintf(h.name, sizeof h.name, "%s", name);
-	assert_int_equal(send(sv[0], &h, sizeof h, 0), (ssize_t)sizeof h);
-	struct ucred cr = {.pid = 100, .uid = uid, .gid = uid};
-	gmxd__admit(sv[1], &cr);
-	c->fd = sv[0];
-	union {
-		gmx_msg_welcome_t w;
-		gmx_msg_refused_t r;
-	} m;
-	char cbuf[CMSG_SPACE(3 * sizeof(int))];
-	struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-	ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT);
-	assert_true(n >= (ssize_t)sizeof(gmx_msg_hdr_t));
-	if (m.w.h.type == GMX_MSG_REFUSED) {
-		snprintf(c->reason, sizeof c->reason, "%s", m.r.reason);
-		close(c->fd);
-		c->fd = -1;
-		return 'R';
-	}
-	assert_int_equal(m.w.h.type, GMX_MSG_WELCOME);
-	int fds[3];
-	memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof fds);
-	c->r = mmap(NULL, sizeof(gmx_shm_region_t), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-	assert_true(c->r != MAP_FAILED);
-	close(fds[0]);
-	c->efd_up = fds[1];
-	c->efd_down = fds[2];
-	c->id = m.w.client_id;
-	return 'W';
-}
-
-static int hello(tconn_t *c, uid_t uid, const char *name, int prio)
-{
-	return hello_flags(c, uid, name, prio, 0);
-}
-
-static int task_of(const tconn_t *c)
-{
-	for (int t = 0; t < GMX_MAX_TASKS; t++)
-		if (SRV.cl[t].used && SRV.cl[t].id == c->id)
-			return t;
-	return -1;
-}
-
-static void bye(tconn_t *c)
-{
-	if (c->fd < 0)
-		return;
-	int t = task_of(c);
-	munmap(c->r, sizeof(gmx_shm_region_t));
-	close(c->efd_up);
-	close(c->efd_down);
-	close(c->fd);
-	c->fd = -1;
-	if (t >= 0)
-		gmxd__sock_event((uint32_t)t);
-}
-
-static void up_entry(tconn_t *c, uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
-{
-	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
-	int wake;
-	assert_int_equal(gmx_ring_push(&c->r->up, &e, &wake), 0);
-}
-
-static void up(tconn_t *c, uint32_t type, uint64_t seq)
-{
-	up_entry(c, type, 0, seq, 5, 0);
-}
-
-/* Pops c's down ring: the number of grants of seq, and of eviction orders (acknowledged
- * when ack is set). */
-static void down(tconn_t *c, uint64_t seq, int *grants, int *evictions, int ack)
-{
-	gmx_ring_entry_t e;
-	*grants = *evictions = 0;
-	while (gmx_ring_pop(&c->r->down, &e) == 1) {
-		*grants += e.type == GMX_DOWN_GRANT && e.seq == seq;
-		if (e.type == GMX_DOWN_MIGRATE && e.a == 0) {
-			++*evictions;
-			if (ack)
-				up_entry(c, GMX_UP_MIG_DONE, 0, e.seq, e.x, 0);
-		}
-	}
-}
 
 /* One allowed user cannot take every client slot: by default it gets half of max_clients, and
  * users other than root together never the last quarter (at most GMXD_CLIENTS_RESERVE). */
@@ -473,21 +340,6 @@ static void test_profile_entries_bounded(void **state)
 	gmxd__fini();
 }
 
-/* Pops c's down ring for its last LEASE: 1 and *id, *bound filled, or 0 when none came. */
-static int last_lease(tconn_t *c, uint64_t *id, uint32_t *bound, int64_t *until)
-{
-	gmx_ring_entry_t e;
-	int got = 0;
-	while (gmx_ring_pop(&c->r->down, &e) == 1)
-		if (e.type == GMX_DOWN_LEASE) {
-			*id = e.seq;
-			*bound = e.a;
-			*until = (int64_t)e.x;
-			got = 1;
-		}
-	return got;
-}
-
 /* Leased releases are checked against the lease in effect at their point of the up ring: within
  * the bound they are the policy's commands in flight; beyond the bound, after a revoke was
  * acknowledged, after the lease's end, or with a wrong acknowledgement, the client is cut off. */
@@ -668,60 +520,6 @@ static void test_batches_merged_by_time(void **state)
 	gmxd__fini();
 }
 
-/* The loop reads leased batches every GMXD_LEASE_DRAIN_MS .. GMXD_LEASE_DRAIN_MAX_MS only while some
- * client waits for the daemon (here a worse priority queued behind a leased client); while none
- * does, every GMXD_LEASE_IDLE_DRAIN_MS: fewer wake-ups per kernel, the same decisions. */
-static void test_drain_interval_while_nobody_waits(void **state)
-{
-	(void)state;
-	start("fikit", 8);
-	tconn_t a, b;
-	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
-	up(&a, GMX_UP_NOTICE, 1); /* granted, and a lease */
-	gmxd__poll_rings();
-	uint64_t id = 0;
-	uint32_t bound = 0;
-	int64_t until = -1;
-	assert_int_equal(last_lease(&a, &id, &bound, &until), 1);
-	up_entry(&a, GMX_UP_LEASE_ACK, 0, id, 0, 0);
-	up_entry(&a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
-	gmxd__poll_rings();
-	assert_true(gmxd__leases_active());
-	assert_false(gmxd__someone_waits());
-	assert_int_equal(gmxd__drain_interval(2000000), GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL);
-	assert_int_equal(hello(&b, 1000, "b", 7), 'W');
-	up(&b, GMX_UP_NOTICE, 1); /* a is busy: b waits for a gap */
-	gmxd__poll_rings();
-	assert_int_equal(SRV.cl[task_of(&b)].queued, 1);
-	assert_int_equal(gmxd__drain_interval(2000000), 2000000);
-	books();
-	bye(&a);
-	bye(&b);
-	books();
-	gmxd__fini();
-}
-
-/* A client's region is mapped populated: the loop's reads of its rings, page after page as they
- * wrap, never fault (a trap into the kernel each, several µs in a virtual machine). */
-static void test_region_populated(void **state)
-{
-	(void)state;
-	start("fikit", 8);
-	tconn_t a;
-	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
-	const volatile unsigned char *p = (const volatile unsigned char *)SRV.cl[task_of(&a)].region;
-	struct rusage r0, r1;
-	assert_int_equal(getrusage(RUSAGE_SELF, &r0), 0);
-	unsigned sum = 0;
-	for (size_t o = 0; o < sizeof(gmx_shm_region_t); o += 4096)
-		sum += p[o];
-	assert_int_equal(getrusage(RUSAGE_SELF, &r1), 0);
-	(void)sum;
-	assert_int_equal(r1.ru_minflt - r0.ru_minflt, 0);
-	bye(&a);
-	gmxd__fini();
-}
-
 /* Batched entries (gmx_ring_push_batched) wake a consumer only when it sleeps with no deadline
  * (GMX_RING_WAIT_ANY) or once the ring holds GMX_RING_FILL_MARK entries; never a busy one. */
 static void test_ring_batched_wake(void **state)
@@ -775,8 +573,6 @@ int main(void)
 	    cmocka_unit_test(test_lease_bound_counts_granted),
 	    cmocka_unit_test(test_batches_merged_by_time),
 	    cmocka_unit_test(test_ring_batched_wake),
-	    cmocka_unit_test(test_drain_interval_while_nobody_waits),
-	    cmocka_unit_test(test_region_populated),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
