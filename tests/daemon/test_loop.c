@@ -8,6 +8,21 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+/* Connects a client at priority 3, has its first command granted with a lease, acknowledges the
+ * lease and releases command 2 under it (not read by the loop yet). */
+static void leased_client(tconn_t *a)
+{
+	assert_int_equal(hello(a, 1000, "a", 3), 'W');
+	up(a, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings();
+	uint64_t id = 0;
+	uint32_t bound = 0;
+	int64_t until = -1;
+	assert_int_equal(last_lease(a, &id, &bound, &until), 1);
+	up_entry(a, GMX_UP_LEASE_ACK, 0, id, 0, 0);
+	up_entry(a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
+}
+
 /* The loop reads leased batches every GMXD_LEASE_DRAIN_MS .. GMXD_LEASE_DRAIN_MAX_MS only while some
  * client waits for the daemon (here a worse priority queued behind a leased client); while none
  * does, every GMXD_LEASE_IDLE_DRAIN_MS: fewer wake-ups per kernel, the same decisions. */
@@ -16,15 +31,7 @@ static void test_drain_interval_while_nobody_waits(void **state)
 	(void)state;
 	start("fikit", 8);
 	tconn_t a, b;
-	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
-	up(&a, GMX_UP_NOTICE, 1); /* granted, and a lease */
-	gmxd__poll_rings();
-	uint64_t id = 0;
-	uint32_t bound = 0;
-	int64_t until = -1;
-	assert_int_equal(last_lease(&a, &id, &bound, &until), 1);
-	up_entry(&a, GMX_UP_LEASE_ACK, 0, id, 0, 0);
-	up_entry(&a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns);
+	leased_client(&a);
 	gmxd__poll_rings();
 	assert_true(gmxd__leases_active());
 	assert_false(gmxd__someone_waits());
@@ -69,15 +76,7 @@ static void test_status_counts_unread_batches(void **state)
 	(void)state;
 	start("exclusive", 8);
 	tconn_t a;
-	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
-	up(&a, GMX_UP_NOTICE, 1);
-	gmxd__poll_rings();
-	uint64_t id = 0;
-	uint32_t bound = 0;
-	int64_t until = -1;
-	assert_int_equal(last_lease(&a, &id, &bound, &until), 1);
-	up_entry(&a, GMX_UP_LEASE_ACK, 0, id, 0, 0);
-	up_entry(&a, GMX_UP_RELEASED, 0, 2, 7, (uint64_t)now_ns); /* not read by the loop yet */
+	leased_client(&a);
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	gmx_msg_hdr_t h;
