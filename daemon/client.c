@@ -273,7 +273,11 @@ int gmxd__someone_waits(void)
 
 int64_t gmxd__drain_interval(int64_t adaptive_ns)
 {
-	return gmxd__someone_waits() ? adaptive_ns : GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL;
+	/* A ring that fills fast (a read found GMXD_DRAIN_BATCH entries in it) keeps the short reads: its
+	 * client would otherwise reach the fill mark, or hold releases for room, between two reads. */
+	if (gmxd__someone_waits() || SRV.ring_batch_max >= GMXD_DRAIN_BATCH)
+		return adaptive_ns;
+	return GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL;
 }
 
 /* Commands freed, kept for the next ones (a leased release and its completion would otherwise
@@ -772,6 +776,7 @@ int gmxd__poll_rings(void)
 {
 	cursor_t cs[GMX_MAX_TASKS];
 	int heap[GMX_MAX_TASKS], nh = 0, n = 0;
+	uint32_t most = 0;
 	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
 		if (c->cut)
@@ -786,11 +791,14 @@ int gmxd__poll_rings(void)
 			continue;
 		}
 		cs[nh] = (cursor_t){.c = c, .head = head, .tail = tail, .timed = head};
+		if (tail - head > most)
+			most = tail - head;
 		heap[nh] = nh;
 		nh++;
 	}
 	if (!nh)
 		return 0;
+	SRV.ring_batch_max = most; /* of the last read that found entries */
 	drain_now = gmxd__now_ns(); /* every entry of the batches was written before this */
 	for (int i = 0; i < nh; i++) {
 		cs[i].last = SRV.last_ovr;

@@ -193,6 +193,7 @@ typedef struct {
 	int64_t tick_due;  /* the loop's next housekeeping (gmxd__tick), unless a cut is pending */
 	int cut_pending;   /* a client was marked cut: housekeeping at the top of the loop */
 	gmxd_loop_stats_t loop;
+	uint32_t ring_batch_max; /* the most entries one ring held at the last read of the rings */
 	int stop;
 	/* Kernel profiles by task name, kept while there is room so a client that comes back
 	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the

@@ -36,6 +36,14 @@ static void test_drain_interval_while_nobody_waits(void **state)
 	assert_true(gmxd__leases_active());
 	assert_false(gmxd__someone_waits());
 	assert_int_equal(gmxd__drain_interval(2000000), GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL);
+	/* A ring read with GMXD_DRAIN_BATCH entries or more in it keeps the short reads. */
+	for (int i = 0; i < GMXD_DRAIN_BATCH; i++)
+		up(&a, GMX_UP_HOST_WAIT, 0);
+	gmxd__poll_rings();
+	assert_int_equal(gmxd__drain_interval(2000000), 2000000);
+	up(&a, GMX_UP_HOST_WAIT, 0);
+	gmxd__poll_rings();
+	assert_int_equal(gmxd__drain_interval(2000000), GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL);
 	assert_int_equal(hello(&b, 1000, "b", 7), 'W');
 	up(&b, GMX_UP_NOTICE, 1); /* a is busy: b waits for a gap */
 	gmxd__poll_rings();
