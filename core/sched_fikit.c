@@ -349,8 +349,15 @@ static void dispatch(gmx_policy_t *s)
 			else if (due < wake)
 				wake = due;
 		}
+	/* The HP level idle: its gap matters only to lower levels with work (filled into it, or run
+	 * freely past it); with none, no gap is predicted and no recheck timer set (a lower task's
+	 * launch dispatches again). */
+	int lower_busy = 0;
+	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS && !lower_busy; l++)
+		for (uint32_t k = 0; k < s->level_n[l] && !lower_busy; k++)
+			lower_busy = task_busy(&s->task[s->level[l][k]]);
 	int free_run = 0;
-	if (!hp_busy) {
+	if (!hp_busy && lower_busy) {
 		int64_t recheck;
 		int64_t g = hp_gap(s, hp, now, &recheck);
 		free_run = g == INT64_MAX;

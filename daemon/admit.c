@@ -150,8 +150,10 @@ static void welcome(int fd, const struct ucred *cr, const gmx_msg_hello_t *h)
 	int mfd = memfd_create("gpumux-client", MFD_CLOEXEC);
 	int eu = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), ed = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	void *reg = MAP_FAILED;
+	/* Populated now: the loop reads every page of the rings as they wrap, and a first touch there
+	 * (a page fault per 4 KiB, a trap into the kernel each) would land in its reads. */
 	if (mfd >= 0 && ftruncate(mfd, sizeof(gmx_shm_region_t)) == 0)
-		reg = mmap(NULL, sizeof(gmx_shm_region_t), PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		reg = mmap(NULL, sizeof(gmx_shm_region_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, mfd, 0);
 	if (mfd < 0 || eu < 0 || ed < 0 || reg == MAP_FAILED) {
 		gmxd_log("cannot set up a client's shared region: %s", strerror(errno));
 		if (reg != MAP_FAILED)
@@ -294,6 +296,10 @@ void gmxd__first_message(int fd, const struct ucred *cr, const void *msg, size_t
 			     what ? what : "first message", why);
 		return;
 	}
+	/* The books as of the request: leased batches the loop would read up to GMXD_LEASE_IDLE_DRAIN_MS
+	 * later count first. */
+	if (m.h.type == GMX_MSG_STATUS_REQ || m.h.type == GMX_MSG_METRICS_REQ)
+		gmxd__poll_rings();
 	if (m.h.type == GMX_MSG_STATUS_REQ) {
 		gmxd__status_reply(fd);
 		drain_close(fd);

@@ -259,6 +259,27 @@ int gmxd__leases_active(void)
 	return 0;
 }
 
+int gmxd__someone_waits(void)
+{
+	if (SRV.evicts_outstanding || SRV.act_head)
+		return 1;
+	GMXD_FOR_LIVE(t) {
+		const client_t *c = &SRV.cl[t];
+		if (c->queued || c->want_set)
+			return 1;
+	}
+	return 0;
+}
+
+int64_t gmxd__drain_interval(int64_t adaptive_ns)
+{
+	/* A ring that fills fast (a read found GMXD_DRAIN_BATCH entries in it) keeps the short reads: its
+	 * client would otherwise reach the fill mark, or hold releases for room, between two reads. */
+	if (gmxd__someone_waits() || SRV.ring_batch_max >= GMXD_DRAIN_BATCH)
+		return adaptive_ns;
+	return GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL;
+}
+
 /* Commands freed, kept for the next ones (a leased release and its completion would otherwise
  * cost an allocation and a free per kernel): at most GMXD_DCMD_POOL, released by gmxd__fini. */
 static dcmd_t *dcmd_pool;
@@ -755,6 +776,7 @@ int gmxd__poll_rings(void)
 {
 	cursor_t cs[GMX_MAX_TASKS];
 	int heap[GMX_MAX_TASKS], nh = 0, n = 0;
+	uint32_t most = 0;
 	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
 		if (c->cut)
@@ -769,11 +791,14 @@ int gmxd__poll_rings(void)
 			continue;
 		}
 		cs[nh] = (cursor_t){.c = c, .head = head, .tail = tail, .timed = head};
+		if (tail - head > most)
+			most = tail - head;
 		heap[nh] = nh;
 		nh++;
 	}
 	if (!nh)
 		return 0;
+	SRV.ring_batch_max = most; /* of the last read that found entries */
 	drain_now = gmxd__now_ns(); /* every entry of the batches was written before this */
 	for (int i = 0; i < nh; i++) {
 		cs[i].last = SRV.last_ovr;

@@ -55,6 +55,7 @@
 #define GMXD_LEASE_DRAIN_MS 1	  /* while a client holds a lease, its ring is read every 1 ms at first */
 #define GMXD_LEASE_DRAIN_MAX_MS 8 /* ... and at least this often while its batches are small */
 #define GMXD_DRAIN_BATCH 128	  /* entries a timed read aims at: fewer double the interval, 4x halve it */
+#define GMXD_LEASE_IDLE_DRAIN_MS 50 /* ... but only this often while no client waits for the daemon (nothing queued) */
 #define GMXD_TICK_NS 10000000LL /* the loop's housekeeping (liveness, pending connections, saves) at most this often */
 #define GMXD_QUIET_DRAINS 4 /* timed reads of leased batches that find nothing before the loop sleeps until woken */
 #define GMXD_DCMD_POOL 4096 /* freed commands kept for reuse */

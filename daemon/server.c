@@ -554,6 +554,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 	 * its drain deadline; the interval, doubled while batches are small, halved when large. */
 	int quiet_drains = GMXD_QUIET_DRAINS, timed_drain = 0, timed_out = 0;
 	int64_t drain_ns = GMXD_LEASE_DRAIN_MS * 1000000LL;
+	int64_t drain_used = drain_ns; /* the interval of the last timed read (gmxd__drain_interval) */
 	while (!SRV.stop) {
 		SRV.loop.iterations++;
 		int got = gmxd__poll_rings();
@@ -593,7 +594,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 		 * time whenever it is read, and every wake-up for another reason reads them first). After GMXD_QUIET_DRAINS such reads in a row
 		 * found nothing, the loop sleeps deep: the next entry of any kind wakes it
 		 * (gmx_ring_push_batched), so an idle leased client costs no wake-ups. */
-		if (timed_drain && timed_out) {
+		if (timed_drain && timed_out && drain_used == drain_ns) {
 			if (got < GMXD_DRAIN_BATCH && drain_ns < GMXD_LEASE_DRAIN_MAX_MS * 1000000LL)
 				drain_ns *= 2;
 			else if (got > 4 * GMXD_DRAIN_BATCH && drain_ns > GMXD_LEASE_DRAIN_MS * 1000000LL)
@@ -605,8 +606,11 @@ int gmxd_run(const gmxd_config_t *cfg)
 			quiet_drains++;
 		int deep = quiet_drains >= GMXD_QUIET_DRAINS;
 		timed_drain = !deep && gmxd__leases_active();
-		if (timed_drain)
-			timeout = drain_ns;
+		if (timed_drain) {
+			drain_used = gmxd__drain_interval(drain_ns);
+			if (timeout < 0 || drain_used < timeout)
+				timeout = drain_used;
+		}
 		if (SRV.timer_at) {
 			int64_t left = SRV.timer_at > now ? SRV.timer_at - now : 0;
 			if (timeout < 0 || left < timeout)
@@ -643,7 +647,7 @@ int gmxd_run(const gmxd_config_t *cfg)
 				gmxd__arm_timer(SRV.timer_at);
 			n = epoll_wait(SRV.ep, evs, 64, wait_ns < 0 ? -1 : (int)((wait_ns + 999999) / 1000000));
 		}
-		timed_out = sleep_ok && n == 0 && timeout == drain_ns;
+		timed_out = sleep_ok && n == 0 && timeout == drain_used;
 		if (prepared)
 			end_sleep();
 		if (!sleep_ok && !busy && spin_ns)

@@ -193,6 +193,7 @@ typedef struct {
 	int64_t tick_due;  /* the loop's next housekeeping (gmxd__tick), unless a cut is pending */
 	int cut_pending;   /* a client was marked cut: housekeeping at the top of the loop */
 	gmxd_loop_stats_t loop;
+	uint32_t ring_batch_max; /* the most entries one ring held at the last read of the rings */
 	int stop;
 	/* Kernel profiles by task name, kept while there is room so a client that comes back
 	 * under the same name is not measured again (policies with GMX_POLICY_PROFILES); the
@@ -306,6 +307,17 @@ void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *lease);
 /* Nonzero while some client holds or is being sent a lease (its ring is read every
  * GMXD_LEASE_DRAIN_MS). */
 int gmxd__leases_active(void);
+
+/* Nonzero while some client waits for the daemon: a command queued for its grant, an eviction
+ * outstanding or a grant behind one, a lease held back until an acknowledgement makes room. */
+int gmxd__someone_waits(void);
+
+/* How long the loop may sleep before it reads leased batches (ns), given the adaptive interval
+ * (GMXD_LEASE_DRAIN_MS .. GMXD_LEASE_DRAIN_MAX_MS): that interval while some client waits for
+ * the daemon (the policy must hear a leased task go idle soon), GMXD_LEASE_IDLE_DRAIN_MS while
+ * none does (the batches then only feed accounts and profiles, which carry their own times; a
+ * ring at GMX_RING_FILL_MARK wakes the loop anyway). */
+int64_t gmxd__drain_interval(int64_t adaptive_ns);
 
 /* c is about to owe a completion or an eviction's acknowledgement: when it owed nothing, its
  * liveness clock (unresponsive_ms) starts now, not at its last progress, however old. */

@@ -20,7 +20,9 @@
 #      it; TARGET 10k, 100k and 500k kernels/s, NC 1, 8 and 64. The rate reached is printed
 #      beside each figure, marked when it falls short of the target. The same clients run on the
 #      bare stand-in too: the rate the client side reaches without gpumux. The daemon's sleeps per
-#      kernel come from its status ("loop"). With more than one client
+#      kernel come from its status ("loop"). The clients' run time and sleeps (voluntary context
+#      switches) per kernel in the same window are printed beside it, with the bare run's, and the
+#      daemon's share of a core: what limits the rate reached. With more than one client
 #      the stand-in's waits sleep (GPUMUX_STANDIN_FAST=0): 8 or 64 clients spinning would take
 #      the cores from the daemon being measured.
 # The stand-in runs with GPUMUX_STANDIN_FAST=1 (docs/standin.md) but for those clients.
@@ -70,6 +72,10 @@ use_dir() { mkdir -p "$1"; export GPUMUX_STANDIN_DIR=$1 GPUMUX_STANDIN_LOG=${2:-
 run() {
     local mode=$1 withlp=$2 dir=$W/$3 hp=${4:-$HP} lpid=
     use_dir "$dir" "$dir/standin.log"
+    # The HP client connects (an event record) before its first timed request, on both sides:
+    # the requests measure the path, not the interposer's one-time connection to the daemon.
+    touch "$dir/go"
+    hp="$hp --start-when $dir/go"
     [ "$mode" = gpumux ] && start_daemon "$dir"
     if [ "$withlp" = 1 ]; then
         if [ "$mode" = gpumux ]; then
@@ -149,11 +155,16 @@ for r in $(seq "$REPS"); do
 done
 
 # 4. Daemon CPU per kernel: TARGET kernels/s in all, NC clients; prints
-# "kernels/s us/kernel kernels cpu_ms sleeps_per_kernel". The daemon's CPU is the sum of its
+# "kernels/s us/kernel kernels cpu_ms sleeps_per_kernel client_us_per_kernel client_sleeps_per_kernel
+# daemon_pct_of_a_core". The daemon's CPU is the sum of its
 # threads' run time (/proc/PID/task/*/schedstat, in ns) from the moment every client is connected
 # and waiting to the moment every one has launched its last kernel and seen it end (--end-when:
 # they stay connected until then, so their departures and profile saves are not counted).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+# The clients' side in the same window: run time (ns) and voluntary context switches (sleeps) of
+# the processes PIDS, every thread (the interposer's included).
+procs_cpu() { for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'; }
+procs_vcs() { for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ {s += $2} END {printf "%d\n", s}'; }
 clients_at() { # dir line count: waits until count clients wrote line
     for _ in $(seq 1200); do
         [ "$(cat "$1"/r*.out 2>/dev/null | grep -c "^$2\$")" -ge "$3" ] && return 0
@@ -164,7 +175,7 @@ clients_at() { # dir line count: waits until count clients wrote line
 rate_of() { cat "$1"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\).*/\1 \2/p" |
     awk '{n += $1; if ($2 > t) t = $2} END {printf "%.0f %d\n", n / (t / 1e9), n}'; }
 cpu_run() {
-    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 s0 s1 kus fast=1
+    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 s0 s1 c0 c1 v0 v1 w0 w1 kus fast=1
     [ "$nc" -gt 1 ] && fast=0 # many waiting clients would spin on 2 cores: they sleep instead
     use_dir "$dir"
     start_daemon "$dir"
@@ -177,40 +188,46 @@ cpu_run() {
     # Every client connected (its first event record went through the daemon), then go.
     clients_at "$dir" ready "$nc"
     s0=$("$G" status --json | jq .loop.sleeps)
-    t0=$(cpu_ns "$DPID")
+    t0=$(cpu_ns "$DPID") c0=$(procs_cpu $pids) v0=$(procs_vcs $pids) w0=$(date +%s%N)
     touch "$dir/go"
     clients_at "$dir" waiting "$nc"
-    t1=$(cpu_ns "$DPID")
+    t1=$(cpu_ns "$DPID") c1=$(procs_cpu $pids) v1=$(procs_vcs $pids) w1=$(date +%s%N)
     s1=$("$G" status --json | jq .loop.sleeps)
     touch "$dir/end"
     wait $pids
     stop_daemon
     read -r rt n < <(rate_of "$dir")
-    awk -v r="$rt" -v n="$n" -v dt="$((t1 - t0))" -v ds="$((s1 - s0))" \
-        'BEGIN {printf "%s %.3f %d %.1f %.3f\n", r, dt / 1000 / n, n, dt / 1e6, ds / n}'
+    awk -v r="$rt" -v n="$n" -v dt="$((t1 - t0))" -v ds="$((s1 - s0))" -v dc="$((c1 - c0))" -v dv="$((v1 - v0))" -v dw="$((w1 - w0))" \
+        'BEGIN {printf "%s %.3f %d %.1f %.3f %.2f %.2f %.1f\n", r, dt / 1000 / n, n, dt / 1e6, ds / n, dc / 1000 / n, dv / n, 100 * dt / dw}'
 }
 # The same clients on the bare stand-in (no interposer, no daemon): the rate the client side
-# reaches by itself. Prints kernels/s.
+# reaches by itself. Prints kernels/s, the clients' µs of run time and sleeps per kernel (as cpu_run's).
 bare_run() {
-    local target=$1 nc=$2 dir=$W/bare-$1-$2 pids= kus fast=1
+    local target=$1 nc=$2 dir=$W/bare-$1-$2 pids= c0 c1 v0 v1 rt n kus fast=1
     [ "$nc" -gt 1 ] && fast=0
     use_dir "$dir"
     kus=$(calc "1000000 / $target")
     for i in $(seq "$nc"); do
         GPUMUX_STANDIN_FAST=$fast LD_LIBRARY_PATH=$B/standin "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
-            --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" &
+            --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" --end-when "$dir/end" &
         pids="$pids $!"
     done
     clients_at "$dir" ready "$nc"
+    c0=$(procs_cpu $pids) v0=$(procs_vcs $pids)
     touch "$dir/go"
+    clients_at "$dir" waiting "$nc"
+    c1=$(procs_cpu $pids) v1=$(procs_vcs $pids)
+    touch "$dir/end"
     wait $pids
-    rate_of "$dir" | cut -d' ' -f1
+    read -r rt n < <(rate_of "$dir")
+    awk -v r="$rt" -v n="$n" -v dc="$((c1 - c0))" -v dv="$((v1 - v0))" 'BEGIN {printf "%s %.2f %.2f\n", r, dc / 1000 / n, dv / n}'
 }
-declare -A crate cus ckern cms cslp cbare
+declare -A crate cus ckern cms cslp cbare ccl cvs cshare bcl bvs
 for t in 10000 100000 500000; do
     for nc in 1 8 64; do
-        read -r "crate[$t-$nc]" "cus[$t-$nc]" "ckern[$t-$nc]" "cms[$t-$nc]" "cslp[$t-$nc]" < <(cpu_run "$t" "$nc")
-        cbare[$t-$nc]=$(bare_run "$t" "$nc")
+        read -r "crate[$t-$nc]" "cus[$t-$nc]" "ckern[$t-$nc]" "cms[$t-$nc]" "cslp[$t-$nc]" "ccl[$t-$nc]" "cvs[$t-$nc]" \
+            "cshare[$t-$nc]" < <(cpu_run "$t" "$nc")
+        read -r "cbare[$t-$nc]" "bcl[$t-$nc]" "bvs[$t-$nc]" < <(bare_run "$t" "$nc")
     done
 done
 
@@ -238,12 +255,13 @@ for m in passthrough queue daemon; do
     printf '%-30s %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")"
 done
 echo
-printf '%-16s %8s %12s %12s %12s %10s %10s %12s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "cpu ms" "sleeps/k" "bare k/s" "(run time of its threads)"
+printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "cpu ms" "sleeps/k" "% core" "bare k/s" "clients µs/k" "client slp/k" "(clients: gpumux / bare)"
 for t in 10000 100000 500000; do
     for nc in 1 8 64; do
         short=$([ "${crate[$t-$nc]}" -lt $((t * 9 / 10)) ] && echo "  target not reached: ${crate[$t-$nc]}/s (bare stand-in: ${cbare[$t-$nc]}/s)" || true)
-        printf '%-16s %8s %12s %12s %12s %10s %10s %12s  %s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
-            "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cbare[$t-$nc]}" "$short"
+        printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
+            "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${cbare[$t-$nc]}" \
+            "${ccl[$t-$nc]} / ${bcl[$t-$nc]}" "${cvs[$t-$nc]} / ${bvs[$t-$nc]}" "$short"
     done
 done
 
@@ -258,8 +276,9 @@ cpu_json=
 for t in 10000 100000 500000; do
     cpu_json+="\"$t\":{"
     for nc in 1 8 64; do
-        cpu_json+=$(printf '"%s":{"kernels_per_s":%s,"us_per_kernel":%s,"kernels":%s,"cpu_ms":%s,"sleeps_per_kernel":%s,"bare_kernels_per_s":%s,"reached":%s},' "$nc" \
-            "${crate[$t-$nc]}" "${cus[$t-$nc]}" "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cbare[$t-$nc]}" \
+        cpu_json+=$(printf '"%s":{"kernels_per_s":%s,"us_per_kernel":%s,"kernels":%s,"cpu_ms":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"bare_kernels_per_s":%s,"client_cpu_us_per_kernel":%s,"client_sleeps_per_kernel":%s,"bare_client_cpu_us_per_kernel":%s,"bare_client_sleeps_per_kernel":%s,"reached":%s},' "$nc" \
+            "${crate[$t-$nc]}" "${cus[$t-$nc]}" "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${cbare[$t-$nc]}" \
+            "${ccl[$t-$nc]}" "${cvs[$t-$nc]}" "${bcl[$t-$nc]}" "${bvs[$t-$nc]}" \
             "$([ "${crate[$t-$nc]}" -ge $((t * 9 / 10)) ] && echo true || echo false)")
     done
     cpu_json="${cpu_json%,}},"
@@ -280,7 +299,8 @@ for nc in 1 8 64; do
 done
 at_json=
 for nc in 1 8 64; do
-    at_json+=$(printf '"%s":{"kernels_per_s":%s,"bare_kernels_per_s":%s},' "$nc" "${crate[100000-$nc]}" "${cbare[100000-$nc]}")
+    at_json+=$(printf '"%s":{"kernels_per_s":%s,"bare_kernels_per_s":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s,"bare_client_cpu_us_per_kernel":%s},' "$nc" \
+        "${crate[100000-$nc]}" "${cbare[100000-$nc]}" "${cshare[100000-$nc]}" "${ccl[100000-$nc]}" "${bcl[100000-$nc]}")
 done
 printf '"daemon_cpu":{%s},"daemon_cpu_us_per_kernel":{"1":%s,"8":%s,"64":%s},"daemon_cpu_us_per_kernel_at":{%s},"daemon_cpu_us_per_kernel_note":"%s"}\n' \
     "${cpu_json%,}" "${cus[100000-1]}" "${cus[100000-8]}" "${cus[100000-64]}" "${at_json%,}" "$note"

@@ -14,7 +14,7 @@
 
 typedef struct {
 	int64_t now, timer;
-	uint32_t n_sub, n_lease;
+	uint32_t n_sub, n_lease, n_timer;
 	gmx_lease_t lease[GMX_MAX_TASKS]; /* what each task was last told */
 } fake_t;
 
@@ -33,6 +33,7 @@ static int f_submit(void *c, gmx_cmd_t *cmd)
 static void f_timer(void *c, int64_t at)
 {
 	((fake_t *)c)->timer = at;
+	((fake_t *)c)->n_timer++;
 }
 
 static void f_lease(void *c, uint32_t task, const gmx_lease_t *l)
@@ -191,6 +192,32 @@ static void fikit_leased_hp_launch_revokes(void **state)
 	r.ops->destroy(r.p);
 }
 
+/* fikit with every task at one level: leased work runs and completes with no timer asked for
+ * (the level's idle gaps matter only to lower levels with work, and a daemon would wake for each);
+ * a lower task with work brings the gap's recheck back. */
+static void fikit_one_level_no_timer(void **state)
+{
+	(void)state;
+	rig_t r;
+	rig_open(&r, "fikit", 2);
+	assert_int_equal(r.ops->task_add(r.p, 0, 3), 0);
+	assert_int_equal(r.ops->task_add(r.p, 1, 3), 0);
+	for (int i = 0; i < 12; i++) {
+		r.f.now += 10000;
+		gmx_cmd_t *c = launch(&r, (uint32_t)i % 2, i >= 2); /* granted first, then leased */
+		r.f.now += 5000;
+		r.ops->on_complete(r.p, c);
+	}
+	assert_int_equal(r.f.n_sub, 2);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	assert_int_equal(r.f.n_timer, 0);
+	assert_int_equal(r.ops->task_add(r.p, 2, 7), 0);
+	r.f.now += 1000;
+	launch(&r, 2, 0); /* the level idle 1 µs, its gap unknown: the LP command waits for it */
+	assert_true(r.f.n_timer > 0);
+	r.ops->destroy(r.p);
+}
+
 /* Policies with nothing to say about leases grant none: behaviour unchanged. */
 static void others_grant_none(void **state)
 {
@@ -236,6 +263,7 @@ int main(void)
 	    cmocka_unit_test(timeslice_slice_lease),  cmocka_unit_test(exclusive_lease),
 	    cmocka_unit_test(fikit_leases_and_revoke), cmocka_unit_test(fikit_leased_hp_launch_revokes),
 	    cmocka_unit_test(others_grant_none),	   cmocka_unit_test(lease_helpers),
+	    cmocka_unit_test(fikit_one_level_no_timer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
