@@ -49,6 +49,9 @@ int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t
 	int w = 0;
 	if (gmx_ring_push(&gmx_dl.region->up, &e, &w) != 0)
 		return -1;
+	if (gmx_dl.up_room)
+		gmx_dl.up_room--;
+	gmx_dl.unchecked = 0; /* the push looked at the daemon for the batched entries before it too */
 	if (w)
 		wake(gmx_dl.efd_up);
 	return 0;
