@@ -73,7 +73,7 @@ typedef struct {
 	unsigned unchecked;
 	uint32_t up_room; /* free up-ring entries when last looked (gmx_dl_up_room), less pushes since */
 	/* counts for the shim log at exit (tests read them) */
-	uint64_t n_batched, n_looks, n_lease_calls;
+	uint64_t n_batched, n_looks, n_lease_calls, n_clock;
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
 	long reconnect_ms;
@@ -130,6 +130,14 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
 int64_t gmx_dl_now_ns(void);
+
+/* CLOCK_MONOTONIC nanoseconds for the times entries carry, cheaply: from the TSC where it is
+ * invariant (fitted to the clock, re-anchored every millisecond), else the clock itself; never
+ * less than the stamp before. D.lock held. */
+int64_t gmx_dl_stamp_ns(void);
+
+/* Nonzero when gmx_dl_stamp_ns reads the TSC (it has looked, and the TSC is invariant). */
+int gmx_dl_stamp_tsc(void);
 
 /* The slot of a seq that is noticed or granted, or NULL; D.lock held. */
 seq_slot_t *gmx_dl_seq_find(uint64_t s);

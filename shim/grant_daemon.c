@@ -268,7 +268,7 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 		if (s) {
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
 		} else if (gmx_dl.lease.inflight) {
-			int64_t now = gmx_dl_now_ns();
+			int64_t now = gmx_dl_stamp_ns();
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
@@ -301,7 +301,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 		r = GMX_GRANT_LEASED;
 	} else {
 		/* One clock reading serves the completions seen just now and this release. */
-		int64_t now = gmx_dl_now_ns();
+		int64_t now = gmx_dl_stamp_ns();
 		for (unsigned i = 0; i < ndone; i++)
 			completed_locked(done[i], now);
 		drain_inline(); /* a revoke already in the ring counts before this release */
@@ -326,7 +326,7 @@ static void completed_locked(uint64_t seq, int64_t now)
 {
 	if (gmx_shim_lease_completed(&gmx_dl.lease, seq)) {
 		/* Leased work completes in batches: the daemon reads it on its own schedule. */
-		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_now_ns())) != 0)
+		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_stamp_ns())) != 0)
 			gmx_dl_desync_locked();
 		return;
 	}
@@ -481,8 +481,9 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || gmx_shim_policy != &g_daemon)
 		return;
 	pthread_mutex_lock(&gmx_dl.lock);
-	gmx_shim_log("daemon link leased=%llu batched=%llu looks=%llu lease_calls=%llu",
+	gmx_shim_log("daemon link leased=%llu batched=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
 		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched,
-		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls);
+		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls,
+		     (unsigned long long)gmx_dl.n_clock, gmx_dl_stamp_tsc() ? "tsc" : "clock");
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
