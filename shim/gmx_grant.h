@@ -74,7 +74,8 @@ typedef struct gmx_grant_ops {
 	 * GMX_GRANT_LEASED if it may go to the driver now under the policy's lease, booked as
 	 * released (its completion follows through completed()); GMX_GRANT_HELD if the lease's bound
 	 * holds it until a completion; GMX_GRANT_QUEUE if it must be queued and asked for
-	 * (may_release). After GMX_GRANT_LEASED, *room says how many more the lease admits now (0: the
+	 * (may_release); GMX_GRANT_FULL as GMX_GRANT_HELD, but for room to report it (asked again
+	 * soon). After GMX_GRANT_LEASED, *room says how many more the lease admits now (0: the
 	 * next needs a completion first). Under the queue lock; never blocks. */
 	int (*lease_release)(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone,
 			     unsigned *room);
@@ -83,7 +84,9 @@ typedef struct gmx_grant_ops {
 	void (*flush)(void *self);
 } gmx_grant_ops_t;
 
-enum { GMX_GRANT_QUEUE = -1, GMX_GRANT_HELD = 0, GMX_GRANT_LEASED = 1 };
+/* lease_release's answers; GMX_GRANT_FULL: the lease admits the command, but the policy's channel
+ * to its scheduler has no room to report it now (the scheduler was told to read): ask again soon. */
+enum { GMX_GRANT_QUEUE = -1, GMX_GRANT_HELD = 0, GMX_GRANT_LEASED = 1, GMX_GRANT_FULL = 2 };
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */
 const gmx_grant_ops_t *gmx_grant_from_env(void);

@@ -309,7 +309,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
-				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_HELD;
+				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_FULL;
 			else if (d == GMX_LEASE_HOLD)
 				r = GMX_GRANT_HELD;
 			if (r == GMX_GRANT_LEASED)

@@ -475,8 +475,9 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&gmx_q.lock);
-	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu",
+	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
+		     "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu",
 		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
-		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries);
+		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields);
 	pthread_mutex_unlock(&gmx_q.lock);
 }

@@ -70,6 +70,7 @@ struct gmx_sq {
 
 #define EV_BUCKETS 1024
 #define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
+#define GMX_FULL_YIELDS 32 /* a leased launch yields this often at most for room to report it, then queues */
 
 typedef struct {
 	pthread_mutex_t lock;
@@ -92,6 +93,7 @@ typedef struct {
 	unsigned long released_caller, released_dispatcher, released_leased, events_recorded;
 	unsigned long disp_sleeps, disp_wakes; /* the dispatcher went to sleep without a timeout; was woken from it */
 	unsigned long stream_queries;	       /* cuStreamQuery calls to see completions */
+	unsigned long full_yields;	       /* yields of a leased launch while the policy had no room to report it */
 } gmx_qstate_t;
 
 /* The queues' state (queue.c defines it). */

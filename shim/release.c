@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 int gmx_q_counted(gmx_cmd_kind_t k)
@@ -324,6 +325,13 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 		if (nd == 0)
 			gmx_q_reap();
 		d = p->lease_release(p->self, &info, done, nd, &room);
+	}
+	for (int i = 0; d == GMX_GRANT_FULL && i < GMX_FULL_YIELDS; i++) {
+		/* The scheduler was told to read what this process reported: a moment for it (as a
+		 * driver whose push buffer is full waits for the GPU), rather than the queue. */
+		gmx_q.full_yields++;
+		sched_yield();
+		d = p->lease_release(p->self, &info, NULL, 0, &room);
 	}
 	gmx_q.lease_full = d == GMX_GRANT_LEASED && room == 0;
 	if (d != GMX_GRANT_LEASED)
