@@ -19,6 +19,7 @@
 #include "wset.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,7 +292,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 			       unsigned *room)
 {
 	(void)self;
-	*room = 0;
+	*room = UINT_MAX; /* no bound while passing through */
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return GMX_GRANT_LEASED; /* pass-through while no daemon */
 	int r = GMX_GRANT_QUEUE;
