@@ -186,21 +186,40 @@ static inline int gmx_ring_push_quiet(gmx_ring_t *r, const gmx_ring_entry_t *e)
 	return 0;
 }
 
-/* Pushes an entry that travels in a batch (docs/protocol.md, "Batching"): it wakes the consumer
- * (through *wake, as gmx_ring_push) only when the ring then holds GMX_RING_FILL_MARK entries or
- * the consumer sleeps without a deadline (GMX_RING_WAIT_ANY); a busy consumer, or one that
- * reads batches by itself soon, is never woken. 0, or -1 when the ring is full. */
+/* Pushes an entry that travels in a batch (docs/protocol.md, "Batching") when the caller knows
+ * the ring has room (gmx_ring_space, counted down since): the entry and tail, no fence and no
+ * look at the consumer. The producer calls gmx_ring_batch_wake within a bounded number of such
+ * pushes (or pushes with gmx_ring_push), which wakes a consumer that must be woken. */
+static inline void gmx_ring_push_lazy(gmx_ring_t *r, const gmx_ring_entry_t *e)
+{
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	r->e[tail & (GMX_RING_ENTRIES - 1)] = *e;
+	__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+}
+
+/* After batched entries were pushed: nonzero when the consumer must be woken through its
+ * eventfd, which is when the ring holds GMX_RING_FILL_MARK entries or more, or when the consumer
+ * sleeps without a deadline (GMX_RING_WAIT_ANY); a busy consumer, or one that reads batches by
+ * itself soon, is never woken. */
+static inline int gmx_ring_batch_wake(gmx_ring_t *r)
+{
+	/* Pairs with the consumer's fence between setting waiting and re-checking the ring. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	uint32_t fill = __atomic_load_n(&r->tail, __ATOMIC_RELAXED) - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint32_t w = __atomic_load_n(&r->waiting, __ATOMIC_RELAXED);
+	if (w == GMX_RING_WAIT_ANY || (w && fill >= GMX_RING_FILL_MARK))
+		return __atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED) != 0;
+	return 0;
+}
+
+/* Pushes an entry that travels in a batch and looks at once whether the consumer must be woken
+ * (gmx_ring_batch_wake; through *wake). 0, or -1 when the ring is full. */
 static inline int gmx_ring_push_batched(gmx_ring_t *r, const gmx_ring_entry_t *e, int *wake)
 {
 	*wake = 0;
 	if (gmx_ring_push_quiet(r, e) != 0)
 		return -1;
-	uint32_t fill = __atomic_load_n(&r->tail, __ATOMIC_RELAXED) - __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	/* Pairs with the consumer's fence between setting waiting and re-checking the ring. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	uint32_t w = __atomic_load_n(&r->waiting, __ATOMIC_RELAXED);
-	if (w == GMX_RING_WAIT_ANY || (w && fill >= GMX_RING_FILL_MARK))
-		*wake = __atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED) != 0;
+	*wake = gmx_ring_batch_wake(r);
 	return 0;
 }
 

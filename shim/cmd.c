@@ -120,6 +120,7 @@ fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 		return NULL;
 	}
+	fi->name_hash = gmx_shim_name_hash(fi->name);
 	if (fi->total > GMX_PARAM_BYTES_MAX)
 		fi->known = 0;
 	fi->next = fn_table[h];

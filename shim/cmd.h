@@ -14,6 +14,7 @@ typedef struct fninfo {
 	struct fninfo *next;
 	CUfunction f;
 	char *name;
+	uint64_t name_hash; /* gmx_shim_name_hash(name) */
 	int known; /* the parameter layout is known */
 	size_t n, total;
 	size_t *off, *size;

@@ -31,7 +31,7 @@ static void push_alloc_entry(uint32_t type, uint64_t x, uint64_t y)
 			pthread_mutex_unlock(&gmx_dl.lock);
 			return;
 		}
-		if (gmx_ring_space(&gmx_dl.region->up) > GMX_RING_RESERVE) {
+		if (gmx_dl_up_room(GMX_RING_RESERVE + 1)) {
 			gmx_dl_push_up(type, 0, 0, x, y);
 			pthread_mutex_unlock(&gmx_dl.lock);
 			return;
@@ -56,7 +56,7 @@ int gmx_dl_replay_allocs(int sock)
 	while (i < gmx_dl.nallocs) {
 		pthread_mutex_lock(&gmx_dl.lock);
 		int before = i;
-		while (i < gmx_dl.nallocs && gmx_ring_space(&gmx_dl.region->up) > GMX_RING_RESERVE) {
+		while (i < gmx_dl.nallocs && gmx_dl_up_room(GMX_RING_RESERVE + 1)) {
 			gmx_dl_push_up(GMX_UP_ALLOC, 0, 0, gmx_dl.allocs[i].ptr, gmx_dl.allocs[i].size);
 			i++;
 		}

@@ -32,6 +32,7 @@
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
 #define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints */
+#define GMX_BATCH_CHECK 32	    /* batched up-ring entries pushed between two looks at the daemon (gmx_dl_flush) */
 #define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
 #define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
@@ -67,6 +68,12 @@ typedef struct {
 	/* The lease in effect (docs/protocol.md) and its commands in flight (lease.seqs). */
 	gmx_shim_lease_t lease;
 	uint64_t leased_total; /* releases under a lease, all sessions (the shim's log at exit) */
+	/* Batched entries (leased releases, their completions, lease acknowledgements) pushed since
+	 * the last look whether the daemon must be woken (gmx_dl_flush). */
+	unsigned unchecked;
+	uint32_t up_room; /* free up-ring entries when last looked (gmx_dl_up_room), less pushes since */
+	/* counts for the shim log at exit (tests read them) */
+	uint64_t n_batched, n_looks, n_lease_calls, n_clock;
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
 	long reconnect_ms;
@@ -102,10 +109,19 @@ void gmx_dl_forget_session(void);
 void gmx_dl_seq_clear(void);
 
 /* Pushes an entry that travels in a batch (a leased release, its completion, a lease
- * acknowledgement): without waking the daemon unless the up ring passed GMX_RING_FILL_MARK or
- * the daemon sleeps with no deadline to read it (gmx_ring_push_batched).
- * D.lock held, region mapped. 0 or -1 (full). */
+ * acknowledgement) without a look at the daemon: every GMX_BATCH_CHECK such entries (and at
+ * gmx_dl_flush) it is woken if the up ring passed GMX_RING_FILL_MARK or it sleeps with no
+ * deadline to read them. D.lock held, region mapped. 0 or -1 (full). */
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
+
+/* Looks whether the daemon must be woken for the batched entries pushed since the last look
+ * (gmx_ring_batch_wake) and wakes it; 1 if there were any, else 0. D.lock held, region mapped. */
+int gmx_dl_flush(void);
+
+/* Nonzero when the up ring has room for need more entries: counted down from the last look at
+ * the daemon's head, which is read again only when that count falls short. D.lock held, region
+ * mapped. */
+int gmx_dl_up_room(uint32_t need);
 
 /* Applies one down-ring entry that is not a migration order: a GRANT marks its seq, a LEASE
  * replaces the lease in effect and is acknowledged. Returns 1 for a grant that counted, else 0.
@@ -114,6 +130,14 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
 int64_t gmx_dl_now_ns(void);
+
+/* CLOCK_MONOTONIC nanoseconds for the times entries carry, cheaply: from the TSC where it is
+ * invariant (fitted to the clock, re-anchored every millisecond), else the clock itself; never
+ * less than the stamp before. D.lock held. */
+int64_t gmx_dl_stamp_ns(void);
+
+/* Nonzero when gmx_dl_stamp_ns reads the TSC (it has looked, and the TSC is invariant). */
+int gmx_dl_stamp_tsc(void);
 
 /* The slot of a seq that is noticed or granted, or NULL; D.lock held. */
 seq_slot_t *gmx_dl_seq_find(uint64_t s);

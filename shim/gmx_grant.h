@@ -31,6 +31,7 @@ typedef struct {
 	uint64_t seq;	  /* process-wide submission order */
 	uintptr_t stream; /* the application's stream handle (0 legacy, 2 per-thread) */
 	const char *name; /* kernel name (cuFuncGetName) or NULL */
+	uint64_t name_hash; /* gmx_shim_name_hash(name) when the shim has it cached, else 0 */
 	unsigned grid[3], block[3];
 	unsigned shared_mem;
 	size_t nparams; /* from cuFuncGetParamInfo; 0 when unknown */
@@ -38,6 +39,15 @@ typedef struct {
 	const unsigned char *param_data; /* the values, laid out at param_offset */
 	size_t bytes;			 /* copies and memsets */
 } gmx_shim_cmd_t;
+
+/* FNV-1a over a kernel's name: where its identity (the daemon's kernel id) starts. */
+static inline uint64_t gmx_shim_name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
 
 /* A grant policy: a table of functions, called with the shim's queue lock held (but prepare),
  * so none of them may block. */
@@ -64,11 +74,19 @@ typedef struct gmx_grant_ops {
 	 * GMX_GRANT_LEASED if it may go to the driver now under the policy's lease, booked as
 	 * released (its completion follows through completed()); GMX_GRANT_HELD if the lease's bound
 	 * holds it until a completion; GMX_GRANT_QUEUE if it must be queued and asked for
-	 * (may_release). Under the queue lock; never blocks. */
-	int (*lease_release)(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone);
+	 * (may_release); GMX_GRANT_FULL as GMX_GRANT_HELD, but for room to report it (asked again
+	 * soon). After GMX_GRANT_LEASED, *room says how many more the lease admits now (0: the
+	 * next needs a completion first). Under the queue lock; never blocks. */
+	int (*lease_release)(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone,
+			     unsigned *room);
+	/* May be NULL. Called by the dispatcher at each poll and before it sleeps without a timeout:
+	 * the policy hands over what it keeps back to report in batches. Under the queue lock. */
+	void (*flush)(void *self);
 } gmx_grant_ops_t;
 
-enum { GMX_GRANT_QUEUE = -1, GMX_GRANT_HELD = 0, GMX_GRANT_LEASED = 1 };
+/* lease_release's answers; GMX_GRANT_FULL: the lease admits the command, but the policy's channel
+ * to its scheduler has no room to report it now (the scheduler was told to read): ask again soon. */
+enum { GMX_GRANT_QUEUE = -1, GMX_GRANT_HELD = 0, GMX_GRANT_LEASED = 1, GMX_GRANT_FULL = 2 };
 
 /* Picks the policy named by GPUMUX_SHIM_POLICY; unknown names fall back to passthrough. */
 const gmx_grant_ops_t *gmx_grant_from_env(void);

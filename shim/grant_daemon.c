@@ -19,6 +19,7 @@
 #include "wset.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,12 +40,14 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd);
 static void grant_completed(void *self, uint64_t seq);
 static void grant_host_wait(void *self);
 static void grant_prepare(void *self);
-static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone);
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone,
+			       unsigned *room);
+static void grant_flush(void *self);
 static void completed_locked(uint64_t seq, int64_t now);
 
 static const gmx_grant_ops_t g_daemon = {
     "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare,
-    grant_lease_release};
+    grant_lease_release, grant_flush};
 
 int gmx_dl_active(void)
 {
@@ -82,6 +85,8 @@ void gmx_dl_seq_clear(void)
 {
 	tbl_clear();
 	memset(&gmx_dl.lease, 0, sizeof gmx_dl.lease);
+	gmx_dl.unchecked = 0;
+	gmx_dl.up_room = 0;
 }
 
 static int live(int st)
@@ -89,18 +94,39 @@ static int live(int st)
 	return st == ST_NOTICED || st == ST_GRANTED;
 }
 
-int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+int gmx_dl_flush(void)
 {
-	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
-	int w = 0;
-	if (gmx_ring_push_batched(&gmx_dl.region->up, &e, &w) != 0)
-		return -1;
-	if (w) { /* the daemon sleeps with no deadline, or the ring fills */
+	if (gmx_dl.unchecked == 0)
+		return 0;
+	gmx_dl.unchecked = 0;
+	gmx_dl.n_looks++;
+	if (gmx_ring_batch_wake(&gmx_dl.region->up)) { /* the daemon sleeps with no deadline, or the ring fills */
 		uint64_t one = 1;
 		if (write(gmx_dl.efd_up, &one, sizeof one) < 0 && errno != EAGAIN)
 			gmx_shim_log("daemon: eventfd write failed: %s", strerror(errno));
 	}
+	return 1;
+}
+
+int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+{
+	if (!gmx_dl_up_room(1))
+		return -1;
+	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
+	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
+	gmx_dl.up_room--;
+	gmx_dl.n_batched++;
+	if (++gmx_dl.unchecked >= GMX_BATCH_CHECK)
+		gmx_dl_flush();
 	return 0;
+}
+
+int gmx_dl_up_room(uint32_t need)
+{
+	if (gmx_dl.up_room >= need)
+		return 1;
+	gmx_dl.up_room = gmx_ring_space(&gmx_dl.region->up);
+	return gmx_dl.up_room >= need;
 }
 
 int gmx_dl_apply_down(const gmx_ring_entry_t *e)
@@ -119,6 +145,7 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e)
 			gmx_dl_desync_locked();
 			return 0;
 		}
+		gmx_dl_flush(); /* rare: the daemon may look for it at once */
 		gmx_shim_lease_apply(&gmx_dl.lease, e->a, (int64_t)e->x);
 	}
 	return 0;
@@ -170,27 +197,26 @@ static void drain_inline(void)
 	}
 }
 
-/* FNV-1a over name and shape: the kernel's identity (0 for what is not a kernel). */
+/* FNV-1a over name and shape: the kernel's identity (0 for what is not a kernel). The name's
+ * part comes from cmd->name_hash when the caller has it (cached per function). */
 static uint64_t kernel_id(const gmx_shim_cmd_t *cmd)
 {
 	if (!cmd->name)
 		return 0;
-	uint64_t kid = 1469598103934665603ull;
-	for (const char *p = cmd->name; *p; p++)
-		kid = (kid ^ (unsigned char)*p) * 1099511628211ull;
+	uint64_t kid = cmd->name_hash ? cmd->name_hash : gmx_shim_name_hash(cmd->name);
 	for (int i = 0; i < 3; i++)
 		kid = ((kid ^ cmd->grid[i]) * 1099511628211ull ^ cmd->block[i]) * 1099511628211ull;
 	return (kid ^ cmd->shared_mem) * 1099511628211ull;
 }
 
 /* Releases cmd under the lease: reported in the next batch. 1, or 0 when it cannot be booked
- * (seq table full, or the up ring short of room for it and the completions owed: it is held and
+ * (the up ring short of room for it and the completions owed: it is held and
  * asked about again). D.lock held. */
 static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 {
 	/* Room for this release and every leased completion owed, so that none is ever lost: when
 	 * the daemon is behind, the command waits (and the daemon is woken) instead. */
-	if (gmx_ring_space(&gmx_dl.region->up) < gmx_dl.lease.now + 2 + GMX_LEASE_RING_RESERVE) {
+	if (!gmx_dl_up_room(gmx_dl.lease.now + 2 + GMX_LEASE_RING_RESERVE)) {
 		gmx_ring_t *r = &gmx_dl.region->up;
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		if (__atomic_exchange_n(&r->waiting, 0, __ATOMIC_RELAXED)) {
@@ -217,7 +243,7 @@ static void notice(const gmx_shim_cmd_t *cmd)
 	if (gmx_dl.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
 		gmx_shim_wset_predict(cmd, ws, &nws);
 	seq_slot_t *s = seq_insert(cmd->seq);
-	if (s && gmx_ring_space(&gmx_dl.region->up) < nws + 1) {
+	if (s && !gmx_dl_up_room(nws + 1)) {
 		s->state = ST_TOMB; /* ring full: notice again at the next look */
 		s = NULL;
 	}
@@ -243,7 +269,7 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 		if (s) {
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
 		} else if (gmx_dl.lease.inflight) {
-			int64_t now = gmx_dl_now_ns();
+			int64_t now = gmx_dl_stamp_ns();
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
@@ -262,18 +288,21 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 /* The leased fast path (gmx_grant_ops_t.lease_release): the same decision as may_release for a
  * command never announced, without announcing it when the lease does not cover it (the queue
  * then asks through may_release). */
-static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone)
+static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone,
+			       unsigned *room)
 {
 	(void)self;
+	*room = UINT_MAX; /* no bound while passing through */
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return GMX_GRANT_LEASED; /* pass-through while no daemon */
 	int r = GMX_GRANT_QUEUE;
 	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_dl.n_lease_calls++;
 	if (!gmx_dl.connected) {
 		r = GMX_GRANT_LEASED;
 	} else {
 		/* One clock reading serves the completions seen just now and this release. */
-		int64_t now = gmx_dl_now_ns();
+		int64_t now = gmx_dl_stamp_ns();
 		for (unsigned i = 0; i < ndone; i++)
 			completed_locked(done[i], now);
 		drain_inline(); /* a revoke already in the ring counts before this release */
@@ -281,9 +310,11 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
-				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_HELD;
+				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_FULL;
 			else if (d == GMX_LEASE_HOLD)
 				r = GMX_GRANT_HELD;
+			if (r == GMX_GRANT_LEASED)
+				*room = gmx_shim_lease_room(&gmx_dl.lease, gmx_dl.granted);
 		}
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
@@ -296,7 +327,7 @@ static void completed_locked(uint64_t seq, int64_t now)
 {
 	if (gmx_shim_lease_completed(&gmx_dl.lease, seq)) {
 		/* Leased work completes in batches: the daemon reads it on its own schedule. */
-		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_now_ns())) != 0)
+		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_stamp_ns())) != 0)
 			gmx_dl_desync_locked();
 		return;
 	}
@@ -333,8 +364,22 @@ static void grant_host_wait(void *self)
 	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected) {
 		gmx_ring_entry_t e = {.type = GMX_UP_HOST_WAIT};
-		gmx_ring_push_quiet(&gmx_dl.region->up, &e);
+		if (gmx_dl_up_room(1) && gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
+			gmx_dl.up_room--;
 	}
+	pthread_mutex_unlock(&gmx_dl.lock);
+}
+
+/* The dispatcher's look (gmx_grant_ops_t.flush): wakes the daemon if it must read the batched
+ * entries pushed since the last look. */
+static void grant_flush(void *self)
+{
+	(void)self;
+	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&gmx_dl.lock);
+	if (gmx_dl.connected)
+		gmx_dl_flush();
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
@@ -428,4 +473,18 @@ const gmx_grant_ops_t *gmx_grant_daemon(void)
 		gmx_shim_wset_load(tpl);
 
 	return &g_daemon;
+}
+
+/* The link's counts, in the shim log when the process ends (tests read them: how many batched
+ * entries went up per look at the daemon, how many policy calls the leased launches took). */
+__attribute__((destructor)) static void report(void)
+{
+	if (gmx_shim_log_fd < 0 || gmx_shim_policy != &g_daemon)
+		return;
+	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_shim_log("daemon link leased=%llu batched=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
+		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched,
+		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls,
+		     (unsigned long long)gmx_dl.n_clock, gmx_dl_stamp_tsc() ? "tsc" : "clock");
+	pthread_mutex_unlock(&gmx_dl.lock);
 }

@@ -74,6 +74,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 		return;
 	if (!known_busy) {
 		__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+		gmx_q.stream_queries++;
 		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
 		q->busy = sr == CUDA_ERROR_NOT_READY;
 		if (sr != CUDA_ERROR_NOT_READY) {
@@ -153,6 +154,7 @@ void gmx_q_reap(void)
 	for (gmx_sq *q = gmx_q.queues; q; q = q->next) {
 		while (q->rlen > 0) {
 			CUevent e = q->ring[q->rhead];
+			gmx_q.stream_queries += !e;
 			CUresult r = e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
 			if (r == CUDA_ERROR_NOT_READY) {
 				q->busy = 1;
@@ -178,6 +180,7 @@ unsigned gmx_q_collect_idle(gmx_sq *q, uint64_t done[GMX_DONE_BATCH])
 	if (!gmx_q_tail_unmarked(q))
 		return 0;
 	__typeof__(&cuStreamQuery) squery = GMX_REAL(cuStreamQuery);
+	gmx_q.stream_queries++;
 	CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
 	q->busy = sr == CUDA_ERROR_NOT_READY;
 	unsigned nd = 0;

@@ -41,6 +41,14 @@ static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_n
 	return l->now + granted ? GMX_LEASE_HOLD : GMX_LEASE_ASK;
 }
 
+/* How many more commands the lease admits now, with `granted` granted ones in flight besides (0:
+ * the next one waits for a completion, or there is no lease). */
+static inline uint32_t gmx_shim_lease_room(const gmx_shim_lease_t *l, uint32_t granted)
+{
+	uint32_t used = l->now + granted;
+	return l->inflight > used ? l->inflight - used : 0;
+}
+
 /* A LEASE entry applied: the bound from here on (0 revokes). Leased commands in flight stay. */
 static inline void gmx_shim_lease_apply(gmx_shim_lease_t *l, uint32_t inflight, int64_t until)
 {

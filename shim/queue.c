@@ -113,6 +113,10 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		CUresult r = gmx_q_leased_straight(req, s, q);
 		if (r != GMX_SHIM_DIRECT) {
 			int idle = gmx_q.disp_idle && gmx_q.inflight > 0;
+			if (idle) { /* one wake-up: it clears disp_idle itself only once it has the lock */
+				gmx_q.disp_wakes++;
+				gmx_q.disp_idle = 0;
+			}
 			pthread_mutex_unlock(&gmx_q.lock);
 			if (idle) /* it polls completions for the policy; woken after the unlock */
 				pthread_cond_signal(&gmx_q.cv_work);
@@ -163,6 +167,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			return GMX_SHIM_DIRECT;
 		}
 		c->info.name = c->fi->name;
+		c->info.name_hash = c->fi->name_hash;
 		memcpy(c->info.grid, c->r.grid, sizeof c->info.grid);
 		memcpy(c->info.block, c->r.block, sizeof c->info.block);
 		c->info.shared_mem = c->r.shmem;
@@ -217,6 +222,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		gmx_q_ensure_dispatcher();
 		pthread_cond_signal(&gmx_q.cv_work);
 	} else if (gmx_q.inflight > 0 && gmx_q.disp_idle) {
+		gmx_q.disp_wakes++;
+		gmx_q.disp_idle = 0;
 		pthread_cond_signal(&gmx_q.cv_work);
 	}
 	pthread_mutex_unlock(&gmx_q.lock);
@@ -468,7 +475,9 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&gmx_q.lock);
-	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu",
-		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded);
+	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
+		     "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu",
+		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
+		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields);
 	pthread_mutex_unlock(&gmx_q.lock);
 }

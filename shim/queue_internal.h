@@ -70,6 +70,7 @@ struct gmx_sq {
 
 #define EV_BUCKETS 1024
 #define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
+#define GMX_FULL_YIELDS 32 /* a leased launch yields this often at most for room to report it, then queues */
 
 typedef struct {
 	pthread_mutex_t lock;
@@ -82,6 +83,7 @@ typedef struct {
 	long poll_ns;
 	int dispatcher;
 	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */
+	int lease_full; /* the last leased release left the lease no room: the next asks the stream first */
 	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
 	unsigned gen;  /* bumped when a queue is freed: invalidates per-thread caches */
 	int captures;
@@ -89,6 +91,9 @@ typedef struct {
 	gmx_cmd *free_cmds;
 	/* counts for the shim log at exit (queue.c's report) */
 	unsigned long released_caller, released_dispatcher, released_leased, events_recorded;
+	unsigned long disp_sleeps, disp_wakes; /* the dispatcher went to sleep without a timeout; was woken from it */
+	unsigned long stream_queries;	       /* cuStreamQuery calls to see completions */
+	unsigned long full_yields;	       /* yields of a leased launch while the policy had no room to report it */
 } gmx_qstate_t;
 
 /* The queues' state (queue.c defines it). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 int gmx_q_counted(gmx_cmd_kind_t k)
@@ -126,15 +127,26 @@ void gmx_q_timed_wait(pthread_cond_t *cv)
 	pthread_cond_timedwait(cv, &gmx_q.lock, &ts);
 }
 
+/* The dispatcher: releases queued work and, while work is in flight, polls completions every
+ * poll period for the policy. With nothing queued or in flight it sleeps without a timeout, but
+ * only after a whole period without a leased launch: a caller finding it asleep with work in
+ * flight wakes it (a futex call and a lock hand-over), so a stream of short leased launches,
+ * each complete before the next, would otherwise wake it once per launch. */
 static void *dispatcher_main(void *arg)
 {
 	(void)arg;
 	tl_dispatcher = 1;
 	pthread_mutex_lock(&gmx_q.lock);
+	unsigned long leased_seen = gmx_q.released_leased;
 	for (;;) {
 		gmx_q_pump();
-		if (gmx_q.queued == 0 && gmx_q.inflight == 0) {
+		if (gmx_shim_policy->flush)
+			gmx_shim_policy->flush(gmx_shim_policy->self);
+		int quiet = gmx_q.released_leased == leased_seen;
+		leased_seen = gmx_q.released_leased;
+		if (gmx_q.queued == 0 && gmx_q.inflight == 0 && quiet) {
 			gmx_q.disp_idle = 1;
+			gmx_q.disp_sleeps++;
 			pthread_cond_wait(&gmx_q.cv_work, &gmx_q.lock);
 			gmx_q.disp_idle = 0;
 		} else
@@ -280,7 +292,8 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 	fninfo_t *fi = gmx_shim__fn_lookup(req->f, &err);
 	if (!fi)
 		return err; /* a handle the driver rejects, reported as the queue would */
-	gmx_shim_cmd_t info = {.kind = req->kind, .seq = gmx_q.seq + 1, .stream = (uintptr_t)s, .name = fi->name};
+	gmx_shim_cmd_t info = {
+	    .kind = req->kind, .seq = gmx_q.seq + 1, .stream = (uintptr_t)s, .name = fi->name, .name_hash = fi->name_hash};
 	if (req->kind == GMX_CMD_LAUNCH_EX) {
 		const CUlaunchConfig *cf = req->cfg;
 		info.grid[0] = cf->gridDimX, info.grid[1] = cf->gridDimY, info.grid[2] = cf->gridDimZ;
@@ -292,19 +305,40 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 		info.shared_mem = req->shmem;
 	}
 	const gmx_grant_ops_t *p = gmx_shim_policy;
-	int d = p->lease_release(p->self, &info, NULL, 0);
-	if (d == GMX_GRANT_HELD && gmx_q.inflight > 0) {
-		/* The bound waits for a completion not yet seen: one query of the stream says whether
-		 * all of it completed, and those completions reach the policy with the decision. */
-		uint64_t done[GMX_DONE_BATCH];
-		unsigned nd = gmx_q_collect_idle(q, done);
+	uint64_t done[GMX_DONE_BATCH];
+	unsigned nd = 0, room = 0;
+	int looked = 0;
+	if (gmx_q.lease_full && gmx_q.inflight > 0) {
+		/* The last leased release filled the lease's bound: this one needs a completion, so the
+		 * stream is asked first and the policy hears the answer with the decision, in one call.
+		 * One query of the stream says whether all of it completed. */
+		nd = gmx_q_collect_idle(q, done);
 		if (nd == 0)
 			gmx_q_reap();
-		d = p->lease_release(p->self, &info, done, nd);
+		looked = 1;
 	}
+	int d = p->lease_release(p->self, &info, done, nd, &room);
+	if (d == GMX_GRANT_HELD && gmx_q.inflight > 0 && (!looked || nd == 0)) {
+		/* The bound waits for a completion not yet seen (a bound narrowed meanwhile, or the work
+		 * was still running when asked first): the stream is asked again. */
+		nd = gmx_q_collect_idle(q, done);
+		if (nd == 0)
+			gmx_q_reap();
+		d = p->lease_release(p->self, &info, done, nd, &room);
+	}
+	for (int i = 0; d == GMX_GRANT_FULL && i < GMX_FULL_YIELDS; i++) {
+		/* The scheduler was told to read what this process reported: a moment for it (as a
+		 * driver whose push buffer is full waits for the GPU), rather than the queue. */
+		gmx_q.full_yields++;
+		sched_yield();
+		d = p->lease_release(p->self, &info, NULL, 0, &room);
+	}
+	gmx_q.lease_full = d == GMX_GRANT_LEASED && room == 0;
 	if (d != GMX_GRANT_LEASED)
 		return GMX_SHIM_DIRECT;
 	gmx_q.seq++;
+	if (!gmx_q.dispatcher) /* it looks for completions and hands the batches over */
+		gmx_q_ensure_dispatcher();
 	/* Work seen still running at the last look (a pipeline): mark what this one follows, so
 	 * each completion is seen as it happens. Short kernels are left unmarked: the next query
 	 * finds them all complete at once. */

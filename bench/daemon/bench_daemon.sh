@@ -9,7 +9,8 @@
 #      at kernel lengths 5, 50 and 500 µs: launch-to-end latency p50/p99, the overhead in % and
 #      the µs added per kernel (medians over REPS pairs of runs);
 #   3. the maximum launch rate of one client (zero-length kernels, a sync every 64, RATE_MS of
-#      launching; 64 over the median time of a batch of 64 launches and its sync) on the bare
+#      launching; 64 over the median time of a batch of 64 launches and its sync; beside it the
+#      sustained rate, all launches over the whole run) on the bare
 #      stand-in and through the interposer's passthrough and queue policies and the daemon's,
 #      each as a ratio to the bare run of the same round (median over REPS rounds);
 #   4. daemon CPU per kernel: the run time of gpumuxd's threads (/proc/PID/task/*/schedstat, ns)
@@ -138,19 +139,23 @@ rate_run() {
         stop_daemon ;;
     esac
     # 64 launches over the median time of a batch of 64 and its synchronisation (e2e_client):
-    # a run preempted now and then by other work on the machine hardly moves it.
-    sed -n 's/^rate launches=[0-9]* ns=[0-9]* batch_ns=\([0-9]*\)/\1/p' "$dir/c.out" | awk '{printf "%.0f\n", 64 / ($1 / 1e9)}'
+    # a run preempted now and then by other work on the machine hardly moves it. Beside it, the
+    # sustained rate: all launches over the run's whole time (stalls included, such as waits for
+    # room in the daemon's ring when the daemon reads slower than the client reports).
+    sed -n 's/^rate launches=\([0-9]*\) ns=\([0-9]*\) batch_ns=\([0-9]*\)/\1 \2 \3/p' "$dir/c.out" |
+        awk '{printf "%.0f %.0f\n", 64 / ($3 / 1e9), $1 / ($2 / 1e9)}'
 }
-declare -A rate ratio
+declare -A rate ratio srate sratio
 for r in $(seq "$REPS"); do
     # Bare first in odd rounds, last in even ones: a position in the round favours no path.
     order="bare passthrough queue daemon"
     [ $((r % 2)) = 0 ] && order="daemon queue passthrough bare"
-    declare -A x=()
-    for m in $order; do x[$m]=$(rate_run $m "$r"); done
-    rate[bare]+="${x[bare]} "
+    declare -A x=() y=()
+    for m in $order; do read -r "x[$m]" "y[$m]" < <(rate_run $m "$r"); done
+    rate[bare]+="${x[bare]} " srate[bare]+="${y[bare]} "
     for m in passthrough queue daemon; do
         rate[$m]+="${x[$m]} " ratio[$m]+="$(calc "${x[$m]} / ${x[bare]}") "
+        srate[$m]+="${y[$m]} " sratio[$m]+="$(calc "${y[$m]} / ${y[bare]}") "
     done
 done
 
@@ -249,10 +254,11 @@ for k in 5 50 500; do
         "$(mrow "${op99[$k]}")" "$(mrow "${add50[$k]}")"
 done
 echo
-printf '%-30s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "(medians of $REPS rounds; ratio within a round)"
-printf '%-30s %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1
+printf '%-30s %12s %9s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "sustained/s" "vs bare" "(medians of $REPS rounds; ratio within a round)"
+printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1 "$(mrow "${srate[bare]}")" 1
 for m in passthrough queue daemon; do
-    printf '%-30s %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")"
+    printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
+        "$(mrow "${srate[$m]}")" "$(mrow "${sratio[$m]}")"
 done
 echo
 printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "cpu ms" "sleeps/k" "% core" "bare k/s" "clients µs/k" "client slp/k" "(clients: gpumux / bare)"
@@ -291,6 +297,9 @@ printf '"launch_rate_per_s":{"bare":%.0f,"passthrough":%.0f,"queue":%.0f,"daemon
     "$(mrow "${rate[passthrough]}")" "$(mrow "${rate[queue]}")" "$(mrow "${rate[daemon]}")"
 printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${ratio[passthrough]}")" \
     "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")"
+# The sustained rate: all launches over the run's whole time, stalls included.
+printf '"launch_rate_sustained_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${sratio[passthrough]}")" \
+    "$(mrow "${sratio[queue]}")" "$(mrow "${sratio[daemon]}")"
 # The CPU per kernel at 100k/s is measured at the rate the clients reached: labelled with that
 # rate and the bare stand-in's with the same clients (the client side's own ceiling).
 note="target reached"

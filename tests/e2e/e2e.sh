@@ -114,6 +114,30 @@ lease_fast)
     [ "$(num leased_straight)" = 3000 ] || fail "$(num leased_straight) of 3000 launches went straight under the lease"
     [ "$(num dispatcher)" -le 1 ] || fail "$(num dispatcher) commands were released by the dispatcher thread (expected at most the event record that connected it)"
     [ "$(num completion_events)" = 0 ] || fail "$(num completion_events) completion events recorded for kernels complete by the next launch"
+    # The dispatcher polls completions while launches go on instead of being woken for each
+    # (a futex call and a lock hand-over per launch), and the stream is asked about completions
+    # only when the lease's bound needs one (inflight = 2: one query per two launches), and
+    # then before the policy's one call for that launch.
+    [ "$(num dispatcher_wakes)" -le 300 ] || fail "the dispatcher was woken $(num dispatcher_wakes) times for 3000 leased launches (expected a few: it polls while launches go on)"
+    [ "$(num stream_queries)" -le 1600 ] || fail "$(num stream_queries) stream queries for 3000 leased launches (expected at most one per two, the lease's bound)"
+    link=$(grep -h 'daemon link' "$R/zero.shim")
+    echo "zero: $link"
+    lnum() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$link"; }
+    [ -n "$link" ] || fail "no 'daemon link' line in the shim log"
+    [ "$(lnum leased)" = 3000 ] || fail "the link counted $(lnum leased) leased releases of 3000"
+    # One policy call (the daemon link's lock, a clock reading) per leased launch, not one more
+    # for each launch that needs a completion first.
+    [ "$(lnum lease_calls)" -le 3010 ] || fail "$(lnum lease_calls) policy calls for 3000 leased launches (expected one each)"
+    # Every launch and completion is reported (RELEASED and COMPLETE: 6000 entries, but for the
+    # last few completions, which the process may end before reporting), and the daemon is
+    # looked at (a fence, its waiting word) once per batch, not per entry.
+    [ "$(lnum batched)" -ge 5990 ] || fail "only $(lnum batched) batched entries for 3000 leased launches and their completions"
+    [ "$(lnum looks)" -le $(($(lnum batched) / 16)) ] || fail "$(lnum looks) looks at the daemon for $(lnum batched) batched entries (expected one per 32, or per dispatcher poll)"
+    # Times for the entries come from the TSC where it is invariant (re-anchored to the clock every
+    # millisecond), not from a clock reading per launch.
+    if [ "$(sed -n 's/.* stamp=\([a-z]*\).*/\1/p' <<<"$link")" = tsc ]; then
+        [ "$(lnum clock_reads)" -le 750 ] || fail "$(lnum clock_reads) clock readings for 3000 leased launches (expected one per millisecond or so)"
+    fi
     st=$("$G" status --json)
     [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
     ;;
