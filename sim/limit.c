@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 static int cmp_u64(const void *a, const void *b)
@@ -323,7 +322,7 @@ static double min_over_lambda(const block_t *b, double mu, double lhi)
 /* rho_K: the least dual value found (any point of the dual bounds the block). */
 static double block_rate(const block_t *b, double lhi)
 {
-	double lo = 0, hi = lhi / b->link;
+	double lo = 0, hi = lhi / (b->link > 1e-3 ? b->link : 1e-3);
 	for (int it = 0; it < 60; it++) {
 		double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
 		if (min_over_lambda(b, m1, lhi) <= min_over_lambda(b, m2, lhi))
@@ -506,7 +505,7 @@ static double reuse_bound(reuse_ctx_t *c, double lhi)
 {
 	double best = INFINITY;
 	for (c->k = 0; c->k < RG; c->k++) {
-		double lo = 0, hi = lhi / c->capacity;
+		double lo = 0, hi = lhi / (c->capacity > 1e6 ? c->capacity : 1e6);
 		for (int it = 0; it < 50; it++) {
 			double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
 			if (reuse_min_lambda(c, m1, lhi) <= reuse_min_lambda(c, m2, lhi))
@@ -542,10 +541,6 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 			tab = NULL;
 		}
 		inflight_all += (t[i].turn_cap - t[i].streams * slice_ns) / t[i].streams;
-		if (tab && getenv("GMX_LIMIT_DEBUG"))
-			fprintf(stderr, "task %u gaps %llu G %.0f ms: r %.0f ms Q/U %.3g c2[full]/F %.3g c2[half]/F %.3g\n", i,
-				(unsigned long long)t[i].n_gaps, G / 1e6, r[12] / 1e6, tab[i].Q[12] / t[i].unit_ns,
-				tab[i].c2[WG][12] / t[i].unit_bytes, tab[i].c2[WG / 2][12] / t[i].unit_bytes);
 	}
 	/* Each task capped by its host either keeps its weight in the blocks or leaves them,
 	 * counted at its cap: both are bounds; the least is kept. */

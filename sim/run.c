@@ -410,9 +410,6 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	if (!rc) {
 		gmx_limit_result_t lr;
 		double link = cfg->device->link_in_gbps;
-		if (getenv("GMX_LIMIT_DEBUG"))
-			for (uint32_t i = 0; i < n; i++)
-				fprintf(stderr, "task %u: w %.3f U %.1f ms F %.2f GB cap %.1f ms steady %d wcap %.0f D %.2f %.2f %.2f %.2f %.2f\n", i, lt[i].weight, lt[i].unit_ns / 1e6, lt[i].unit_bytes / 1e9, lt[i].turn_cap / 1e6, lt[i].steady, lt[i].window_cap, lt[i].D[GMX_LIMIT_GRID / 8] / 1e9, lt[i].D[GMX_LIMIT_GRID / 4] / 1e9, lt[i].D[GMX_LIMIT_GRID / 2] / 1e9, lt[i].D[3 * GMX_LIMIT_GRID / 4] / 1e9, lt[i].D[GMX_LIMIT_GRID - 1] / 1e9);
 		gmx_limit_bound(lt, n, (double)cfg->sched.slice_ns, (double)cfg->sched.inflight_max,
 				(double)cfg->capacity_bytes, link, T, &lr);
 		res->limit_valid = 1;
