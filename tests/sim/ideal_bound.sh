@@ -38,7 +38,7 @@ for f in "$D"/msched/${P:+$P-}*.ini; do
       m=${pols[k]} x=${sh[k + 1]}
       n=$((n + 1))
       awk -v x="$x" -v i="$idl" -v f="${GMX_IDEAL_SCALE:-1}" 'BEGIN{exit !(x <= i * f * (1 + 1e-6) + 1e-9)}' ||
-        bad="$bad $s@${S}ms:$m=$x>ideal=$idl"
+        bad="$bad $s@${S}ms:$m=$x>ideal=$idl${GMX_IDEAL_SCALE:+x$GMX_IDEAL_SCALE}"
       r=$(awk -v x="$x" -v i="$idl" 'BEGIN{printf "%.4f", (i > 0) ? x / i : 0}')
       if awk -v r="$r" -v c="$close" 'BEGIN{exit !(r > c)}'; then close=$r closest="$s@${S}ms:$m"; fi
     done
