@@ -265,6 +265,46 @@ int64_t gmx_limit_host_gap(const gmx_workload_t *w)
 	return seen ? worst : INT64_MAX;
 }
 
+double gmx_limit_burst(const gmx_workload_t *w, const int64_t *dur, int64_t grace_ns)
+{
+	double best = 0, cur = 0;
+	int synced = 1, seen_gap = 0; /* the unit's end waits for everything, as a sync does */
+	int64_t think = 0;
+	int32_t stream = -2;
+	int one_stream = 1;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		if (dur[k] > 0) {
+			one_stream &= stream == -2 || stream == w->ops[k].stream;
+			stream = w->ops[k].stream;
+		}
+	for (uint32_t k = 0; k < 2 * w->n_ops; k++) {
+		uint32_t i = k % w->n_ops;
+		const gmx_op_t *op = &w->ops[i];
+		if (i == 0) { /* a new unit: the host waited for the last one's work */
+			synced = 1;
+			think = 0;
+		}
+		if (synced)
+			think += (int64_t)op->think_ns;
+		if (op->kind == GMX_OP_SYNC && (op->stream < 0 || one_stream)) {
+			synced = 1;
+			think = 0;
+		}
+		if (dur[i] <= 0)
+			continue;
+		if (synced && think > grace_ns) { /* the device sat idle past the grace: the turn ended */
+			seen_gap = 1;
+			cur = 0;
+		}
+		synced = 0;
+		think = 0;
+		cur += (double)dur[i];
+		if (k >= w->n_ops && cur > best)
+			best = cur;
+	}
+	return seen_gap ? best : INFINITY;
+}
+
 /* max over 0 <= W <= wmax of c W - mu D(W), from above: D is non-decreasing, so on
  * (W_i, W_i+1] it is at least D[i]. */
 static double best_gain(const gmx_limit_task_t *t, double c, double mu, double wmax)
@@ -540,7 +580,7 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 			free(tab);
 			tab = NULL;
 		}
-		inflight_all += (t[i].turn_cap - t[i].streams * slice_ns) / t[i].streams;
+		inflight_all += (t[i].inflight < t[i].turn_cap ? t[i].inflight : t[i].turn_cap) / t[i].streams;
 	}
 	/* Each task capped by its host either keeps its weight in the blocks or leaves them,
 	 * counted at its cap: both are bounds; the least is kept. */
@@ -592,7 +632,7 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 			double edge = 0;
 			for (uint32_t i = 0; i < n; i++) {
 				double over = w[i] - rho / t[i].streams;
-				double inflight_work = t[i].turn_cap - t[i].streams * slice_ns;
+				double inflight_work = t[i].inflight < t[i].turn_cap ? t[i].inflight : t[i].turn_cap;
 				edge += (over > 0 ? over * (K + 1) * t[i].turn_cap : 0) + w[i] * inflight_work;
 			}
 			double total = rho * window_ns + edge + fixed;

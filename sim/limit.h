@@ -20,7 +20,10 @@
 typedef struct gmx_limit_task {
 	double weight;	   /* objective per ns of solo GPU work: 1 / (n * U * inmem throughput); 0 = not measured */
 	double streams;	   /* streams with GPU work: GPU work per ns of its turns at most */
-	double turn_cap;   /* ns of GPU work one turn can complete: streams * slice + inflight * longest op */
+	double turn_cap;   /* ns of GPU work one turn can complete: streams * slice + inflight * longest op,
+			    * or one burst of a host that leaves the device (gmx_limit_burst) */
+	double inflight;   /* ns of GPU work in flight at once at most: inflight * longest op */
+	double burst;	   /* gmx_limit_burst of its workload */
 	int steady;	   /* closed loop, never dry for the scheduler's grace: every turn lasts a slice */
 	double window_cap; /* ns of GPU work in the window at most (alone, unlimited memory); < 0: none */
 	double unit_ns;	   /* U: solo GPU work of one unit */
@@ -57,6 +60,11 @@ int gmx_limit_curve(const gmx_workload_t *w, const int64_t *dur, gmx_limit_task_
 /* Longest host gap (ns) between two GPU submissions of w, cyclically: the sum of think
  * times from one GPU op to the next. */
 int64_t gmx_limit_host_gap(const gmx_workload_t *w);
+
+/* The most solo work one turn of a task with w's host can complete: the largest run of GPU ops
+ * between two points where the host, after waiting for all its work, thinks longer than the
+ * scheduler's grace (the turn ends there whatever the memory policy); INFINITY when there are none. */
+double gmx_limit_burst(const gmx_workload_t *w, const int64_t *dur, int64_t grace_ns);
 
 /* The bound over a window of window_ns: n tasks, slice_ns, inflight (ops a task may have
  * released at a slice's end), capacity (bytes), link (bytes per ns into the device). */

@@ -382,16 +382,19 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 				longest = (double)dur[k];
 		}
 		rc = gmx_limit_curve(w, dur, t);
+		double burst = gmx_limit_burst(w, dur, GMX_TIMELINE_GRACE_NS);
 		free(dur);
 		if (rc)
 			break;
 		double I = res->tasks[i].throughput_per_s;
 		t->weight = I > 0 && t->unit_ns > 0 ? 1e9 / ((double)n_meas * t->unit_ns * I) : 0;
-		t->turn_cap = t->streams * (double)cfg->sched.slice_ns + (double)cfg->sched.inflight_max * longest;
+		t->inflight = (double)cfg->sched.inflight_max * longest;
+		t->turn_cap = t->streams * (double)cfg->sched.slice_ns + t->inflight;
 		int closed = tc->arrival == GMX_ARRIVAL_CLOSED && tc->units == 0;
 		t->steady = same_prio && closed && gmx_limit_host_gap(w) < GMX_TIMELINE_GRACE_NS &&
 			    (int64_t)(n - 1) * cfg->sched.slice_ns > GMX_TIMELINE_GRACE_NS;
 		t->window_cap = -1;
+		t->burst = burst;
 		if (!t->steady && closed && n > 1) { /* its host's pace: alone, unlimited memory */
 			gmx_sim_config_t one = in;
 			one.tasks = &cfg->tasks[i];
@@ -407,6 +410,14 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 			free(r);
 		}
 	}
+	/* A task whose host waits for its work and then thinks past the grace ends its turn there,
+	 * when a steady task is waiting (always): a turn holds one burst of its host at most. */
+	int any_steady = 0;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		any_steady |= lt[i].steady;
+	for (uint32_t i = 0; i < n && !rc && any_steady; i++)
+		if (!lt[i].steady && same_prio && lt[i].burst < lt[i].turn_cap)
+			lt[i].turn_cap = lt[i].burst;
 	if (!rc) {
 		gmx_limit_result_t lr;
 		double link = cfg->device->link_in_gbps;

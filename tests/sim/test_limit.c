@@ -82,6 +82,7 @@ static void two_tasks(gmx_limit_task_t *t, double capacity, double link, gmx_lim
 		t[i].weight = 1;
 		t[i].streams = 1;
 		t[i].turn_cap = 100e6;
+		t[i].inflight = 0;
 		t[i].steady = 1;
 		t[i].window_cap = -1;
 		t[i].unit_ns = 100e6;
