@@ -106,11 +106,42 @@ static void bound_keeps_unlimited_memory_and_drops_without_it(void **state)
 	assert_true(r.bound < 1.0 && r.bound > 0.3);
 }
 
+/* A host that waits for its work and then thinks past the grace ends its turn: the bursts between
+ * such points are 10 ns ([k1]) and 55 ns ([k2 k3 k4]: a sync followed by a short think does not
+ * end it). With every think under the grace there is no such point. */
+static void burst_is_the_work_between_long_host_gaps(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	uint32_t buf, nm;
+	assert_int_equal(gmx_workload_init(&w, "b"), 0);
+	assert_int_equal(gmx_workload_add_buffer(&w, 0, 4096, NULL, &buf), 0);
+	assert_int_equal(gmx_workload_intern_name(&w, "k", &nm), 0);
+	const struct {
+		int kind;
+		uint64_t think, dur;
+	} seq[] = {{GMX_OP_KERNEL, 2000000, 10}, {GMX_OP_SYNC, 0, 0}, {GMX_OP_KERNEL, 2000000, 20},
+		   {GMX_OP_KERNEL, 0, 30},	 {GMX_OP_SYNC, 0, 0}, {GMX_OP_KERNEL, 500000, 5}};
+	int64_t dur[6];
+	for (int i = 0; i < 6; i++) {
+		gmx_op_t op = {.kind = (uint8_t)seq[i].kind, .name = nm, .think_ns = seq[i].think,
+			       .duration_ns = seq[i].dur, .buffer = UINT32_MAX, .stream = seq[i].kind == GMX_OP_SYNC ? -1 : 0};
+		assert_int_equal(gmx_workload_add_op(&w, &op, NULL), 0);
+		if (seq[i].kind == GMX_OP_KERNEL)
+			assert_int_equal(gmx_workload_add_region(&w, buf, 0, 4096), 0);
+		dur[i] = (int64_t)seq[i].dur;
+	}
+	assert_true(gmx_limit_burst(&w, dur, 1000000) == 55);
+	assert_true(gmx_limit_burst(&w, dur, 3000000) > 1e300);
+	gmx_workload_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(curve_never_exceeds_a_run),
 	    cmocka_unit_test(bound_keeps_unlimited_memory_and_drops_without_it),
+	    cmocka_unit_test(burst_is_the_work_between_long_host_gaps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
