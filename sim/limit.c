@@ -345,33 +345,35 @@ static double dual(const block_t *b, double lambda, double mu)
 	return lambda + mu * b->link + (mu * b->capacity + h) / b->rmin;
 }
 
-static double min_over_lambda(const block_t *b, double mu, double lhi)
+/* The least value of f(ctx, x, y) found over x in [0, hi] by ternary search, the ends included
+ * (f is convex in x; any value found is a bound all the same). */
+static double least(double (*f)(const void *, double, double), const void *ctx, double y, double hi, int iters)
 {
-	double lo = 0, hi = lhi;
-	for (int it = 0; it < 60; it++) {
+	double lo = 0, top = hi;
+	for (int it = 0; it < iters; it++) {
 		double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-		if (dual(b, m1, mu) <= dual(b, m2, mu))
+		if (f(ctx, m1, y) <= f(ctx, m2, y))
 			hi = m2;
 		else
 			lo = m1;
 	}
-	double v = dual(b, lo, mu), e = dual(b, lhi, mu), z = dual(b, 0, mu);
-	return v < e ? (v < z ? v : z) : (e < z ? e : z);
+	return fmin(f(ctx, lo, y), fmin(f(ctx, top, y), f(ctx, 0, y)));
+}
+
+static double block_dual(const void *b, double lambda, double mu)
+{
+	return dual(b, lambda, mu);
+}
+
+static double block_inner(const void *b, double mu, double lhi)
+{
+	return least(block_dual, b, mu, lhi, 60); /* the least over lambda */
 }
 
 /* rho_K: the least dual value found (any point of the dual bounds the block). */
 static double block_rate(const block_t *b, double lhi)
 {
-	double lo = 0, hi = lhi / (b->link > 1e-3 ? b->link : 1e-3);
-	for (int it = 0; it < 60; it++) {
-		double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-		if (min_over_lambda(b, m1, lhi) <= min_over_lambda(b, m2, lhi))
-			hi = m2;
-		else
-			lo = m1;
-	}
-	double v = min_over_lambda(b, lo, lhi), z = min_over_lambda(b, 0, lhi);
-	return v < z ? v : z;
+	return least(block_inner, b, lhi, lhi / (b->link > 1e-3 ? b->link : 1e-3), 60);
 }
 
 /* The reuse bound (docs/simulator.md): every reuse of a byte costs the smaller of keeping it
@@ -527,36 +529,21 @@ static double reuse_dual(const reuse_ctx_t *c, double lambda, double mu)
 	return v + best + 2 * hmax;
 }
 
-static double reuse_min_lambda(const reuse_ctx_t *c, double mu, double lhi)
+static double reuse_dual_v(const void *c, double lambda, double mu)
 {
-	double lo = 0, hi = lhi;
-	for (int it = 0; it < 50; it++) {
-		double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-		if (reuse_dual(c, m1, mu) <= reuse_dual(c, m2, mu))
-			hi = m2;
-		else
-			lo = m1;
-	}
-	double v = reuse_dual(c, lo, mu), e = reuse_dual(c, lhi, mu);
-	return v < e ? v : e;
+	return reuse_dual(c, lambda, mu);
+}
+
+static double reuse_inner(const void *c, double mu, double lhi)
+{
+	return least(reuse_dual_v, c, mu, lhi, 50); /* the least over lambda */
 }
 
 static double reuse_bound(reuse_ctx_t *c, double lhi)
 {
 	double best = INFINITY;
-	for (c->k = 0; c->k < RG; c->k++) {
-		double lo = 0, hi = lhi / (c->capacity > 1e6 ? c->capacity : 1e6);
-		for (int it = 0; it < 50; it++) {
-			double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
-			if (reuse_min_lambda(c, m1, lhi) <= reuse_min_lambda(c, m2, lhi))
-				hi = m2;
-			else
-				lo = m1;
-		}
-		double v = reuse_min_lambda(c, lo, lhi);
-		if (v < best)
-			best = v;
-	}
+	for (c->k = 0; c->k < RG; c->k++)
+		best = fmin(best, least(reuse_inner, c, lhi, lhi / (c->capacity > 1e6 ? c->capacity : 1e6), 50));
 	return best / c->window;
 }
 
