@@ -2,6 +2,7 @@
  * loop, tear-down, the checks made before a scenario runs, and the runs that
  * make one result (exclusive: one per task; ideal under timeline: held phases). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +361,7 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	if (!lt)
 		return -ENOMEM;
 	int same_prio = 1;
+	double minop[GMX_MAX_TASKS];
 	for (uint32_t i = 0; i < n; i++) {
 		same_prio &= cfg->tasks[i].priority == cfg->tasks[0].priority;
 		n_meas += res->tasks[i].throughput_per_s > 0;
@@ -375,11 +377,18 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 			break;
 		}
 		double sm, sc, longest = 0;
+		minop[i] = INFINITY;
 		gmx_sim_scales(cfg->device, w, &sm, &sc);
 		for (uint32_t k = 0; k < w->n_ops; k++) {
 			dur[k] = gmx_sim_solo_ns(cfg->device, sm, sc, &w->ops[k]);
 			if ((double)dur[k] > longest)
 				longest = (double)dur[k];
+			double big = 0; /* at most the op's distinct bytes: its largest region */
+			for (uint32_t g = 0; w->ops[k].kind == GMX_OP_KERNEL && g < w->ops[k].region_count; g++)
+				if ((double)w->regions[w->ops[k].region_first + g].length > big)
+					big = (double)w->regions[w->ops[k].region_first + g].length;
+			if (w->ops[k].kind == GMX_OP_KERNEL && dur[k] > 0 && big < minop[i])
+				minop[i] = big;
 		}
 		rc = gmx_limit_curve(w, dur, t);
 		double burst = gmx_limit_burst(w, dur, GMX_TIMELINE_GRACE_NS);
@@ -412,9 +421,26 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	}
 	/* A task whose host waits for its work and then thinks past the grace ends its turn there,
 	 * when a steady task is waiting (always): a turn holds one burst of its host at most. */
-	int any_steady = 0;
-	for (uint32_t i = 0; i < n && !rc; i++)
+	int any_steady = 0, n_steady = 0;
+	for (uint32_t i = 0; i < n && !rc; i++) {
 		any_steady |= lt[i].steady;
+		n_steady += lt[i].steady != 0;
+	}
+	/* The switch: every turn of a task follows another task's (a steady one runs between two
+	 * of them), whose last kernel held at least that task's smallest kernel's bytes; so at most
+	 * C less those of the next task's are in at the switch, and its first kernel waits for the
+	 * rest of its own bytes at the link's rate before any work. */
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		double held = INFINITY;
+		for (uint32_t u = 0; u < n; u++)
+			if (u != i && minop[u] < held)
+				held = minop[u];
+		double room = (double)cfg->capacity_bytes - held;
+		if (n_steady - (lt[i].steady != 0) >= 1 && same_prio && isfinite(minop[i]) && minop[i] > room) {
+			double wait = (minop[i] - room) / cfg->device->link_in_gbps;
+			lt[i].turn_cap -= lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+		}
+	}
 	for (uint32_t i = 0; i < n && !rc && any_steady; i++)
 		if (!lt[i].steady && same_prio && lt[i].burst < lt[i].turn_cap)
 			lt[i].turn_cap = lt[i].burst;

@@ -18,7 +18,7 @@
 typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
 	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */
-	GMX_MEM_IDEAL,		   /* Belady over the future timeline, link time only */
+	GMX_MEM_IDEAL,		   /* the memory limit (timeline: a proven bound, sim/limit.c; else Belady) */
 	GMX_MEM_MSCHED,		   /* proactive memory scheduling (sim/msched.c) and its ablations: */
 	GMX_MEM_MSCHED_WHOLEALLOC, /* whole-allocation prediction */
 	GMX_MEM_MSCHED_SERIAL,	   /* no evict/load overlap */
