@@ -33,10 +33,6 @@
 #include "gpumux/mplan.h"
 #include "gpumux/sched.h"
 
-/* Tunable: how long an idle active task keeps the device under `timeline`
- * (1 ms; from 0, plain yielding, to its slice). Host gaps inside a unit are
- * microseconds (launch think times of the generators and traces: 5-50 us). */
-#define TIMELINE_GRACE_NS 1000000LL
 
 enum variant { V_TIMESLICE, V_HPF, V_TIMELINE, V_EXCLUSIVE };
 
@@ -71,7 +67,7 @@ static int create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_poli
 	s->dev = *dev;
 	s->params = *p;
 	s->variant = v;
-	s->grace_ns = v == V_TIMELINE ? TIMELINE_GRACE_NS : 0;
+	s->grace_ns = v == V_TIMELINE ? GMX_TIMELINE_GRACE_NS : 0;
 	s->active = -1;
 	s->idle_since = -1;
 	s->leased = -1;

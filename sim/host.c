@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "limit.h"
 #include "profile.h"
 
 static int64_t seconds_ns(double sec)
@@ -106,25 +107,40 @@ static int sync_satisfied(const stask_t *tk)
  * workload recorded their time; kernels rescaled from the workload's device. */
 int64_t gmx_sim__op_duration(const sim_t *s, const stask_t *tk, const gmx_op_t *op)
 {
+	return gmx_sim_solo_ns(s->dev, tk->scale_mem, tk->scale_compute, op);
+}
+
+void gmx_sim_scales(const gmx_preset_t *dev, const gmx_workload_t *w, double *scale_mem, double *scale_compute)
+{
+	*scale_mem = *scale_compute = 1.0;
+	const gmx_preset_t *ref = w->device ? gmx_preset_find(w->device) : NULL;
+	if (ref && ref != dev) {
+		*scale_mem = ref->hbm_gbps / dev->hbm_gbps;
+		*scale_compute = ref->fp32_tflops / dev->fp32_tflops;
+	}
+}
+
+int64_t gmx_sim_solo_ns(const gmx_preset_t *dev, double scale_mem, double scale_compute, const gmx_op_t *op)
+{
 	double d = (double)op->duration_ns;
 	switch (op->kind) {
 	case GMX_OP_COPY_H2D:
 	case GMX_OP_COPY_D2H:
 		if (!op->duration_ns)
-			d = (double)op->bytes / s->dev->link_serial_gbps;
+			d = (double)op->bytes / dev->link_serial_gbps;
 		break;
 	case GMX_OP_COPY_D2D: /* read and write the bytes at memory bandwidth */
 		if (!op->duration_ns) {
-			d = 2.0 * (double)op->bytes / s->dev->hbm_gbps;
+			d = 2.0 * (double)op->bytes / dev->hbm_gbps;
 			break;
 		}
-		d *= tk->scale_mem;
+		d *= scale_mem;
 		break;
 	case GMX_OP_KERNEL:
 	case GMX_OP_MEMSET:
-		d *= op->klass == GMX_CLASS_COMPUTE ? tk->scale_compute
-		     : op->klass == GMX_CLASS_MEMORY ? tk->scale_mem
-						      : sqrt(tk->scale_compute * tk->scale_mem);
+		d *= op->klass == GMX_CLASS_COMPUTE ? scale_compute
+		     : op->klass == GMX_CLASS_MEMORY ? scale_mem
+						      : sqrt(scale_compute * scale_mem);
 		break;
 	default:
 		return 0;

@@ -68,6 +68,16 @@ json_t *gmx_report_object(const gmx_run_info_t *info, const gmx_sim_result_t *r)
 			    moves ? json_integer((json_int_t)r->d2h_bytes) : json_integer(0));
 	json_object_set_new(root, "memory", mem);
 	json_object_set_new(root, "kernels", json_integer((json_int_t)r->kernels));
+	if (r->limit_valid) {
+		json_t *l = json_object();
+		json_object_set_new(l, "bound", json_real(r->limit_bound));
+		json_object_set_new(l, "rotations_per_block", json_integer(r->limit_rotations));
+		json_object_set_new(l, "block_rate", json_real(r->limit_block_rate));
+		json_object_set_new(l, "edges", json_real(r->limit_edges));
+		json_object_set_new(l, "rotation_bound", json_real(r->limit_rotation_bound));
+		json_object_set_new(l, "reuse_bound", json_real(r->limit_reuse_bound));
+		json_object_set_new(root, "limit", l);
+	}
 	if (r->msched.valid) {
 		const gmx_sim_msched_stats_t *m = &r->msched;
 		json_t *p = json_object(), *k = json_object(), *ms = json_object();

@@ -2,12 +2,14 @@
  * loop, tear-down, the checks made before a scenario runs, and the runs that
  * make one result (exclusive: one per task; ideal under timeline: held phases). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "events.h"
 #include "ideal.h"
+#include "limit.h"
 #include "memspace.h"
 #include "msched.h"
 #include "profile.h"
@@ -118,12 +120,7 @@ static int build_task(sim_t *s, uint32_t i)
 	if (rc)
 		return rc;
 	/* Durations were measured on the workload's device; rescale to this one. */
-	tk->scale_mem = tk->scale_compute = 1.0;
-	const gmx_preset_t *ref = tk->w->device ? gmx_preset_find(tk->w->device) : NULL;
-	if (ref && ref != s->dev) {
-		tk->scale_mem = ref->hbm_gbps / s->dev->hbm_gbps;
-		tk->scale_compute = ref->fp32_tflops / s->dev->fp32_tflops;
-	}
+	gmx_sim_scales(s->dev, tk->w, &tk->scale_mem, &tk->scale_compute);
 	for (uint32_t k = 0; k < tk->w->n_ops; k++)
 		tk->unit_gpu_ns += (double)gmx_sim__op_duration(s, tk, &tk->w->ops[k]);
 	if (c->arrival != GMX_ARRIVAL_CLOSED) {
@@ -346,40 +343,134 @@ static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_
 	return 0;
 }
 
-/* A task the rotation can skip: one whose host leaves the device for longer
- * than the timeline scheduler's grace (1 ms) between launches, or open loop. */
-static int may_miss_turns(const gmx_sim_task_t *t)
-{
-	if (t->arrival != GMX_ARRIVAL_CLOSED)
-		return 1;
-	for (uint32_t i = 0; i < t->workload->n_ops; i++)
-		if (t->workload->ops[i].think_ns >= 1000000)
-			return 1;
-	return 0;
-}
-
-/* The memory limit under the timeline scheduler. How the rotation falls for
- * a task whose host is busy between units depends on how long the others'
- * turns last, and a memory policy that makes them longer can have it ready at
- * each of its turns where faster memory makes it miss them. The limit grants
- * every such task that best phase: its figures come from a run in which its
- * turn waits for it (sched.hold_task), when they beat the plain run's. */
+/* The memory limit under the timeline scheduler (docs/simulator.md, "ideal"):
+ * not a simulation but a bound on the mean share of same-schedule inmem that
+ * any memory policy keeps. It runs inmem under the same schedule (the shares'
+ * denominators), each task whose host can leave the device idle alone (its
+ * host's pace), and bounds the rest from the workloads; every task reports
+ * the bound's share of its inmem throughput. */
 static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, size_t err_len)
 {
-	int rc = run_one(cfg, res, err, err_len);
-	for (uint32_t h = 0; h < cfg->n_tasks && !rc; h++) {
-		if (cfg->n_tasks < 2 || !may_miss_turns(&cfg->tasks[h]))
-			continue;
-		gmx_sim_config_t held = *cfg;
-		held.sched.hold_task = h + 1;
-		gmx_sim_result_t *r = calloc(1, sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		rc = run_one(&held, r, err, err_len);
-		if (!rc && r->tasks[h].throughput_per_s > res->tasks[h].throughput_per_s)
-			res->tasks[h] = r->tasks[h];
-		free(r);
+	gmx_sim_config_t in = *cfg;
+	in.mem = GMX_MEM_INMEM;
+	int rc = run_one(&in, res, err, err_len);
+	if (rc)
+		return rc;
+	uint32_t n = cfg->n_tasks, n_meas = 0;
+	gmx_limit_task_t *lt = calloc(n, sizeof(*lt));
+	if (!lt)
+		return -ENOMEM;
+	int same_prio = 1;
+	double minop[GMX_MAX_TASKS];
+	for (uint32_t i = 0; i < n; i++) {
+		same_prio &= cfg->tasks[i].priority == cfg->tasks[0].priority;
+		n_meas += res->tasks[i].throughput_per_s > 0;
 	}
+	double T = (double)cfg->duration_ns;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		const gmx_sim_task_t *tc = &cfg->tasks[i];
+		const gmx_workload_t *w = tc->workload;
+		gmx_limit_task_t *t = &lt[i];
+		int64_t *dur = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
+		if (!dur) {
+			rc = -ENOMEM;
+			break;
+		}
+		double sm, sc, longest = 0;
+		minop[i] = INFINITY;
+		gmx_sim_scales(cfg->device, w, &sm, &sc);
+		for (uint32_t k = 0; k < w->n_ops; k++) {
+			dur[k] = gmx_sim_solo_ns(cfg->device, sm, sc, &w->ops[k]);
+			if ((double)dur[k] > longest)
+				longest = (double)dur[k];
+			double big = 0; /* at most the op's distinct bytes: its largest region */
+			for (uint32_t g = 0; w->ops[k].kind == GMX_OP_KERNEL && g < w->ops[k].region_count; g++)
+				if ((double)w->regions[w->ops[k].region_first + g].length > big)
+					big = (double)w->regions[w->ops[k].region_first + g].length;
+			if (w->ops[k].kind == GMX_OP_KERNEL && dur[k] > 0 && big < minop[i])
+				minop[i] = big;
+		}
+		rc = gmx_limit_curve(w, dur, t);
+		double burst = gmx_limit_burst(w, dur, GMX_TIMELINE_GRACE_NS);
+		free(dur);
+		if (rc)
+			break;
+		double I = res->tasks[i].throughput_per_s;
+		t->weight = I > 0 && t->unit_ns > 0 ? 1e9 / ((double)n_meas * t->unit_ns * I) : 0;
+		t->inflight = (double)cfg->sched.inflight_max * longest;
+		t->turn_cap = t->streams * (double)cfg->sched.slice_ns + t->inflight;
+		int closed = tc->arrival == GMX_ARRIVAL_CLOSED && tc->units == 0;
+		t->steady = same_prio && closed && gmx_limit_host_gap(w) < GMX_TIMELINE_GRACE_NS &&
+			    (int64_t)(n - 1) * cfg->sched.slice_ns > GMX_TIMELINE_GRACE_NS;
+		t->window_cap = -1;
+		t->burst = burst;
+		if (!t->steady && closed && n > 1) { /* its host's pace: alone, unlimited memory */
+			gmx_sim_config_t one = in;
+			one.tasks = &cfg->tasks[i];
+			one.n_tasks = 1;
+			gmx_sim_result_t *r = calloc(1, sizeof(*r));
+			if (!r) {
+				rc = -ENOMEM;
+				break;
+			}
+			rc = run_one(&one, r, err, err_len);
+			if (!rc)
+				t->window_cap = (r->tasks[0].progress + 2.0) * t->unit_ns;
+			free(r);
+		}
+	}
+	/* A task whose host waits for its work and then thinks past the grace ends its turn there,
+	 * when a steady task is waiting (always): a turn holds one burst of its host at most. */
+	int any_steady = 0, n_steady = 0;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		any_steady |= lt[i].steady;
+		n_steady += lt[i].steady != 0;
+	}
+	/* The switch: every turn of a task follows another task's (a steady one runs between two
+	 * of them), whose last kernel held at least that task's smallest kernel's bytes; so at most
+	 * C less those of the next task's are in at the switch, and its first kernel waits for the
+	 * rest of its own bytes at the link's rate before any work. */
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		double held = INFINITY;
+		for (uint32_t u = 0; u < n; u++)
+			if (u != i && minop[u] < held)
+				held = minop[u];
+		double room = (double)cfg->capacity_bytes - held;
+		if (n_steady - (lt[i].steady != 0) >= 1 && same_prio && isfinite(minop[i]) && minop[i] > room) {
+			double wait = (minop[i] - room) / cfg->device->link_in_gbps;
+			lt[i].turn_cap -= lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+		}
+	}
+	for (uint32_t i = 0; i < n && !rc && any_steady; i++)
+		if (!lt[i].steady && same_prio && lt[i].burst < lt[i].turn_cap)
+			lt[i].turn_cap = lt[i].burst;
+	if (!rc) {
+		gmx_limit_result_t lr;
+		double link = cfg->device->link_in_gbps;
+		gmx_limit_bound(lt, n, (double)cfg->sched.slice_ns, (double)cfg->sched.inflight_max,
+				(double)cfg->capacity_bytes, link, T, &lr);
+		res->limit_valid = 1;
+		res->limit_bound = lr.bound;
+		res->limit_rotations = lr.rotations;
+		res->limit_block_rate = lr.block_rate;
+		res->limit_edges = lr.edges;
+		res->limit_rotation_bound = lr.rotation_bound;
+		res->limit_reuse_bound = lr.reuse_bound;
+		for (uint32_t i = 0; i < n; i++) {
+			gmx_task_result_t *o = &res->tasks[i];
+			if (o->throughput_per_s <= 0)
+				continue;
+			o->throughput_per_s *= lr.bound;
+			o->progress = o->throughput_per_s * o->active_s;
+			o->units = (uint64_t)o->progress;
+			o->gpu_s *= lr.bound;
+			o->lat_p50_s = o->lat_p95_s = o->lat_p99_s = -1;
+		}
+		res->h2d_bytes = res->d2h_bytes = 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		gmx_limit_task_free(&lt[i]);
+	free(lt);
 	return rc;
 }
 

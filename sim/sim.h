@@ -18,7 +18,7 @@
 typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
 	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */
-	GMX_MEM_IDEAL,		   /* Belady over the future timeline, link time only */
+	GMX_MEM_IDEAL,		   /* the memory limit (timeline: a proven bound, sim/limit.c; else Belady) */
 	GMX_MEM_MSCHED,		   /* proactive memory scheduling (sim/msched.c) and its ablations: */
 	GMX_MEM_MSCHED_WHOLEALLOC, /* whole-allocation prediction */
 	GMX_MEM_MSCHED_SERIAL,	   /* no evict/load overlap */
@@ -140,6 +140,13 @@ typedef struct gmx_sim_result {
 	uint64_t kernels; /* commands executed */
 	uint64_t events;
 	gmx_sim_msched_stats_t msched;
+	/* ideal under timeline: the limit (docs/simulator.md); limit_valid 0 elsewhere */
+	int limit_valid;
+	double limit_bound;	   /* on the mean share of same-schedule inmem */
+	uint32_t limit_rotations;  /* rotations per block that gave it; 0: compute alone */
+	double limit_block_rate;   /* the blocks' share per unit of time */
+	double limit_edges;	   /* what the window's edges and host-paced tasks add */
+	double limit_rotation_bound, limit_reuse_bound; /* the two bounds whose least it is */
 } gmx_sim_result_t;
 
 /* Runs the simulation. 0, or a negative errno with one line in err. */

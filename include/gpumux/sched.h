@@ -25,6 +25,10 @@
 #define GMX_SLICE_NS_MAX 60000000000LL     /* 60 s */
 #define GMX_SLICE_MS_MIN (GMX_SLICE_NS_MIN / 1e6) /* the same bounds in ms, as people give them */
 #define GMX_SLICE_MS_MAX (GMX_SLICE_NS_MAX / 1e6)
+/* How long an idle active task keeps the device under `timeline` (1 ms; from 0, plain
+ * yielding, to its slice). Host gaps inside a unit are microseconds (launch think times of
+ * the generators and traces: 5-50 us). */
+#define GMX_TIMELINE_GRACE_NS 1000000LL
 #define GMX_INFLIGHT_DEFAULT 2u            /* a held task stops within two kernels */
 #define GMX_INFLIGHT_MIN 1u
 #define GMX_INFLIGHT_MAX 1024u
