@@ -151,8 +151,8 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 					 json_number_value(json_object_get(row, "slice_ms")));
 				g = names[i];
 			}
-			static const char *const modes[] = {"um", "ideal", "msched"};
-			for (int m = 0; m < 3; m++)
+			static const char *const modes[] = {"um", "ideal", "msched", "msched-belady"};
+			for (int m = 0; m < 4; m++)
 				table_set(&a, g, modes[m],
 					  100 * json_number_value(json_object_get(
 						    json_object_get(row, modes[m]), "of_inmem")));

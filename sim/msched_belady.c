@@ -31,6 +31,15 @@ static int entry_valid(const gmx_msched_t *ms, const bentry_t *e)
 	return ms->m->chunks[e->id].resident && ms->bkey[e->id] == e->key;
 }
 
+/* An entry leaves the heap: when it was the chunk's own (its key, the chunk
+ * evicted since), the chunk has none left, so that loading it again with the
+ * same key pushes a new one (set_key skips a key that stands). */
+static void forget(gmx_msched_t *ms, const bentry_t *e)
+{
+	if (!ms->m->chunks[e->id].resident && ms->bkey[e->id] == e->key)
+		ms->bkey[e->id] = INT64_MIN;
+}
+
 /* Drops stale entries (and duplicates) when they dominate the heap. */
 static void heap_compact(gmx_msched_t *ms, bindex_t *b)
 {
@@ -46,6 +55,8 @@ static void heap_compact(gmx_msched_t *ms, bindex_t *b)
 		if (entry_valid(ms, &e) && ms->bmark[e.id] != ms->bgen) {
 			ms->bmark[e.id] = ms->bgen;
 			b->heap.e[k++] = e;
+		} else {
+			forget(ms, &e);
 		}
 	}
 	/* Rebuild in place: push the kept entries one by one (the heap only shrank). */
@@ -139,6 +150,7 @@ static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 			bentry_t e = b->heap.e[0];
 			if (!entry_valid(ms, &e)) {
 				gmx_maxheap_pop(&b->heap);
+				forget(ms, &e);
 				continue;
 			}
 			int64_t pos = task_time(ms, t, b->unit, b->op);
@@ -207,6 +219,27 @@ static int load(gmx_msched_t *ms, uint32_t c, const uint64_t mk[8], int64_t key,
 
 /* ---- set-up -------------------------------------------------------------------- */
 
+/* How long after op k of w ends its task's next kernel can start at the
+ * earliest, when the host waits in between: the copies that follow it (at the
+ * serial rate unless recorded), and once a sync is passed, the host's time
+ * before each op up to that kernel. 0 when the next kernel is queued behind it. */
+static int64_t idle_after(const gmx_workload_t *w, uint32_t k, double serial_gbps)
+{
+	int synced = 0;
+	int64_t gap = 0;
+	for (uint32_t s = 1; s <= w->n_ops; s++) {
+		const gmx_op_t *o = &w->ops[(k + s) % w->n_ops];
+		if (synced)
+			gap += (int64_t)o->think_ns;
+		if (o->kind == GMX_OP_KERNEL || o->kind == GMX_OP_MEMSET)
+			break;
+		if (o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H)
+			gap += o->duration_ns ? (int64_t)o->duration_ns : (int64_t)((double)o->bytes / serial_gbps);
+		synced |= o->kind == GMX_OP_SYNC;
+	}
+	return gap;
+}
+
 static int build_index(gmx_msched_t *ms, uint32_t t)
 {
 	const ptask_t *p = &ms->t[t];
@@ -235,6 +268,13 @@ static int build_index(gmx_msched_t *ms, uint32_t t)
 	}
 	for (uint32_t k = 0; k < w->n_ops; k++)
 		b->cum[k + 1] = b->cum[k] + p->op_ns[k];
+	b->idle = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
+	if (!b->idle) {
+		free(last);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		b->idle[k] = idle_after(w, k, ms->dev->link_serial_gbps);
 	uint64_t total = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		memset(last, 0xff, ((size_t)b->n + 1) * sizeof(uint32_t));
@@ -303,6 +343,7 @@ void gmx_msched__belady_destroy(gmx_msched_t *ms)
 		free(ms->b[t].off);
 		free(ms->b[t].ops);
 		free(ms->b[t].cum);
+		free(ms->b[t].idle);
 		free(ms->b[t].heap.e);
 	}
 	free(ms->bkey);
@@ -506,8 +547,13 @@ int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int6
 			pg = stop;
 		}
 	}
-	/* The stream: the timeline's coming pages, while the link is free. */
-	int64_t horizon = (start > now ? start : now) + p->op_ns[op] + STREAM_AHEAD_NS;
+	/* The stream: the timeline's coming pages, while the link is free. When
+	 * the host leaves the device after this op (a copy back, work after a
+	 * sync), no kernel calls the planner until its next kernel or the next
+	 * turn's first: the link is committed through that gap, else it idles
+	 * there (Rodinia nn's readback ends its turn). */
+	int64_t ahead = b->idle[op] > STREAM_AHEAD_NS ? b->idle[op] : STREAM_AHEAD_NS;
+	int64_t horizon = (start > now ? start : now) + p->op_ns[op] + ahead;
 	for (;;) {
 		int64_t lf = ms->h2d_free > now ? ms->h2d_free : now;
 		if (lf >= horizon)

@@ -39,6 +39,9 @@ typedef struct bindex {
 	uint32_t first, n;   /* its chunks: first .. first + n - 1 */
 	uint32_t *off, *ops; /* CSR: the ops predicted to touch local chunk c, ascending */
 	int64_t *cum;        /* predicted GPU ns before op i; cum[n_ops] = one unit */
+	int64_t *idle;       /* per op: predicted ns from its end to the task's next kernel
+			      * when the host waits in between (copies, then host work after a
+			      * sync); 0 when the next kernel is already queued */
 	gmx_maxheap_t heap;  /* lazy max-heap of its resident chunks by key */
 	uint64_t unit;       /* units started */
 	uint32_t op;         /* op it runs (or ran last) */

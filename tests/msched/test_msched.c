@@ -292,7 +292,9 @@ static void test_timeline_order(void **state)
 
 /* ---- the memory mode ---------------------------------------------------------- */
 
-static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, gmx_sim_result_t *res)
+/* Runs n tasks (at most 4) under the timeline scheduler at slice_ns for duration_ns. */
+static void run_sim_at(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, int64_t slice_ns,
+		       int64_t duration_ns, gmx_sim_result_t *res)
 {
 	gmx_sim_task_t tasks[4];
 	char names[4][16];
@@ -302,12 +304,17 @@ static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t 
 	}
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
-	p.slice_ns = 20000000;
+	p.slice_ns = slice_ns;
 	gmx_sim_config_t cfg = {.device = gmx_preset_find("rtx5080"), .capacity_bytes = cap, .mem = mem,
-				.policy = gmx_sched_find("timeline"), .sched = p, .duration_ns = 500000000,
+				.policy = gmx_sched_find("timeline"), .sched = p, .duration_ns = duration_ns,
 				.seed = 1, .tasks = tasks, .n_tasks = n};
 	char err[256];
 	assert_int_equal(gmx_sim_run(&cfg, res, err, sizeof(err)), 0);
+}
+
+static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, gmx_sim_result_t *res)
+{
+	run_sim_at(w, n, cap, mem, 20000000, 500000000, res);
 }
 
 /* Exact templates: every kernel starts with its predicted pages in, and
@@ -389,6 +396,66 @@ static void test_msched_belady_streams_coming_turns(void **state)
 	assert_true(bel > old + 0.1);
 	assert_true(stream_share(GMX_MEM_MSCHED_BELADY, 2, 1ull << 30, 32, 32ull << 20, 3ull << 29) > 0.95);
 	assert_true(stream_share(GMX_MEM_MSCHED_BELADY, 4, 512ull << 20, 32, 16ull << 20, 1ull << 30) > 0.95);
+}
+
+/* Mix A in small (Rodinia dwt2d, hotspot, cfd, nn at 1.5 GB each on 2 GiB, as a-300 on the
+ * RTX 5080), under msched's timeline at slice_ns, 2 s of warm-up and 6 s measured: the share of
+ * same-schedule inmem kept by mode, mean over the tasks. */
+static double mix_a_share(gmx_mem_mode_t mode, int64_t slice_ns)
+{
+	static char kinds[4][8] = {"dwt2d", "hotspot", "cfd", "nn"};
+	gmx_workload_t w[4];
+	gmx_sim_task_t tasks[4];
+	char msg[256];
+	for (int i = 0; i < 4; i++) {
+		gmx_param_t fp = {"footprint", "1500000000"};
+		assert_int_equal(gmx_gen_build(kinds[i], &fp, 1, ".", &w[i], msg, sizeof(msg)), 0);
+		tasks[i] = (gmx_sim_task_t){.name = kinds[i], .workload = &w[i]};
+	}
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.slice_ns = slice_ns;
+	gmx_sim_result_t *r[2] = {calloc(1, sizeof(gmx_sim_result_t)), calloc(1, sizeof(gmx_sim_result_t))};
+	gmx_mem_mode_t m[2] = {GMX_MEM_INMEM, mode};
+	for (int k = 0; k < 2; k++) {
+		gmx_sim_config_t cfg = {.device = gmx_preset_find("rtx5080"), .capacity_bytes = 2ull << 30, .mem = m[k],
+					.policy = gmx_sched_find("timeline"), .sched = p, .warmup_ns = 2000000000,
+					.duration_ns = 6000000000, .seed = 1, .tasks = tasks, .n_tasks = 4};
+		char err[256];
+		assert_int_equal(gmx_sim_run(&cfg, r[k], err, sizeof(err)), 0);
+	}
+	double share = 0;
+	for (int i = 0; i < 4; i++)
+		share += r[1]->tasks[i].throughput_per_s / r[0]->tasks[i].throughput_per_s / 4;
+	print_message("mix A small, %s at %lld ms: %.2f%% of inmem (dwt2d %.2f%%)\n", gmx_mem_mode_name(mode),
+		      (long long)(slice_ns / 1000000), 100 * share,
+		      100 * r[1]->tasks[0].throughput_per_s / r[0]->tasks[0].throughput_per_s);
+	for (int i = 0; i < 4; i++)
+		gmx_workload_free(&w[i]);
+	free(r[0]);
+	free(r[1]);
+	return share;
+}
+
+/* On the Rodinia mix the continuous planner keeps at least what the switch-time plan keeps.
+ * Two faults made it lose there (a-300 at 1 s: 56% of inmem against msched's 76%):
+ * - A chunk that left and came back with the same next use lost its entry in its owner's
+ *   victim index, so the victims came from the running task alone, which reloaded its own
+ *   pages within its turn (dwt2d: 173 GB for 27 units). Here at 1 s: dwt2d 70% of inmem (97%).
+ * - The planner acts at kernels only, and committed the link only 2 ms past the kernel: nn's
+ *   turn ends with its readback copy and its host's scan (the scheduler moves on a
+ *   millisecond after), and the link sat idle through the copy instead of bringing in the
+ *   next turn's pages. Here at 200 ms: 1.1% below msched.
+ * Tolerance 0.5%: at 1 s the two keep the same to 0.02%. */
+static void test_msched_belady_mix_a(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 2; k++) {
+		int64_t slice = k ? 200000000 : 1000000000;
+		double old = mix_a_share(GMX_MEM_MSCHED, slice);
+		double bel = mix_a_share(GMX_MEM_MSCHED_BELADY, slice);
+		assert_true(bel >= old - 0.005);
+	}
 }
 
 /* A kernel whose range starts at no argument has no template; with a pointer
@@ -547,9 +614,11 @@ int main(void)
 		cmocka_unit_test(test_timeline_order),
 		cmocka_unit_test(test_msched_no_missing),
 		cmocka_unit_test(test_msched_belady_streams_coming_turns),
+		cmocka_unit_test(test_msched_belady_mix_a),
 		cmocka_unit_test(test_msched_whole_allocation_fallback),
 		cmocka_unit_test(test_msched_fallback_counted),
-		cmocka_unit_test(test_learn_two_sizes),		cmocka_unit_test(test_msched_serial_waits_for_whole_migration),
+		cmocka_unit_test(test_learn_two_sizes),
+		cmocka_unit_test(test_msched_serial_waits_for_whole_migration),
 		cmocka_unit_test(test_predict_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
