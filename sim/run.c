@@ -363,6 +363,7 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	int same_prio = 1;
 	double minop[GMX_MAX_TASKS];
 	for (uint32_t i = 0; i < n; i++) {
+		minop[i] = INFINITY;
 		same_prio &= cfg->tasks[i].priority == cfg->tasks[0].priority;
 		n_meas += res->tasks[i].throughput_per_s > 0;
 	}
