@@ -413,6 +413,63 @@ static void learned_durations_keep_lp_out_of_short_gaps(void **state)
 	assert_int_equal(lp_after_learning(0), 2); /* blind to durations: a2 goes */
 }
 
+
+/* params.kdur: an LP kernel released with its pages away measures their migration too (in
+ * gpumuxd, pieces and round trips: tens of ms under load). It is never learned as a run: learned,
+ * the task's resident kernels after it looked as long as the switch and none fitted an HP gap
+ * again (e2e_combined under load: 2 LP kernels while HP ran, each a switch). */
+static int64_t lp_after_a_switch(int64_t *predicted)
+{
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.inflight_max = 1;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
+	gmx_cmd_t hp[18];
+	for (int i = 0; i < 16; i++) { /* HP: 1 ms requests, gaps of 4 ms */
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f.now = (int64_t)i * 5000000;
+		ops->on_launch(s, &hp[i]);
+		f.now += 1000000;
+		ops->on_complete(s, &hp[i]);
+	}
+	/* The LP kernel's pages are away (1 ms of link): it fits the gap and goes; its pages coming
+	 * in make it take 6 ms, through HP's next request. */
+	f.load = 1000000;
+	f.now += 1000;
+	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a1);
+	assert_int_equal(f.submitted[1], 1);
+	f.load = 0; /* resident from now on */
+	hp[16] = (gmx_cmd_t){.seq = 17, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+	f.now = 80000000;
+	ops->on_launch(s, &hp[16]);
+	f.now = 81000000;
+	ops->on_complete(s, &hp[16]);
+	f.now = 82000000;
+	ops->on_complete(s, &a1);
+	*predicted = gmx_kdur_predict(k, 1, 77);
+	/* The next LP kernel, its pages resident, 1 ms into a 4 ms gap: it runs 0.5 ms. */
+	f.now += 1000;
+	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a2);
+	int64_t n = f.submitted[1];
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+	return n;
+}
+static void switch_not_learned_as_a_run(void **state)
+{
+	(void)state;
+	int64_t pred;
+	assert_int_equal(lp_after_a_switch(&pred), 2); /* a2 goes into the gap */
+	assert_int_equal(pred, -1);		       /* nothing learned of its runs yet */
+}
+
 /* params.kdur: what an LP task's switch costs is measured as how much longer the first kernel
  * of its turn took than its kernels do (its pages coming in): gpumuxd's slice rule reads it. */
 static void switch_cost_measured(void **state)
@@ -566,6 +623,7 @@ int main(void)
 	    cmocka_unit_test(kernel_durations_learned),
 	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
 	    cmocka_unit_test(switch_cost_measured),
+	    cmocka_unit_test(switch_not_learned_as_a_run),
 	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
 	    cmocka_unit_test(lp_lease_revoked_when_its_turn_ends),
 	};
