@@ -469,8 +469,12 @@ static void learn(gmx_policy_t *s, gtask_t *t, const gmx_cmd_t *cmd)
 	if (began >= 0 && cmd->kind == GMX_OP_KERNEL && !t->done) {
 		if (s->turn_seq == cmd->seq + 1) { /* the first kernel of an LP turn: what its switch cost */
 			int64_t pred = gmx_kdur_predict(s->params.kdur, cmd->task, cmd->kernel_id);
-			if (pred >= 0)
-				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - pred);
+			/* Moved with no run known yet: all of it counts (a run more than the switch).
+			 * Left unmeasured, the task's turns stayed as short as the link time of its
+			 * pages: too short for a kernel beyond the switch's, so every turn of it was
+			 * another switch and none gave a run to learn. */
+			if (pred >= 0 || moved)
+				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - (pred > 0 ? pred : 0));
 		}
 		if (t->prev_done > began)
 			began = t->prev_done;

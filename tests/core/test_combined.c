@@ -417,8 +417,10 @@ static void learned_durations_keep_lp_out_of_short_gaps(void **state)
 /* params.kdur: an LP kernel released with its pages away measures their migration too (in
  * gpumuxd, pieces and round trips: tens of ms under load). It is never learned as a run: learned,
  * the task's resident kernels after it looked as long as the switch and none fitted an HP gap
- * again (e2e_combined under load: 2 LP kernels while HP ran, each a switch). */
-static int64_t lp_after_a_switch(int64_t *predicted)
+ * again (e2e_combined under load: 2 LP kernels while HP ran, each a switch). It gives its turn's
+ * switch cost instead, all of it while no run is known: unmeasured, the task's turns stayed as short
+ * as its pages' link time, each another switch. */
+static int64_t lp_after_a_switch(int64_t *predicted, int64_t *switch_ns)
 {
 	fake_t f = {0};
 	gmx_sched_params_t p;
@@ -453,6 +455,7 @@ static int64_t lp_after_a_switch(int64_t *predicted)
 	f.now = 82000000;
 	ops->on_complete(s, &a1);
 	*predicted = gmx_kdur_predict(k, 1, 77);
+	*switch_ns = gmx_kdur_switch_ns(k, 1);
 	/* The next LP kernel, its pages resident, 1 ms into a 4 ms gap: it runs 0.5 ms. */
 	f.now += 1000;
 	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
@@ -465,9 +468,10 @@ static int64_t lp_after_a_switch(int64_t *predicted)
 static void switch_not_learned_as_a_run(void **state)
 {
 	(void)state;
-	int64_t pred;
-	assert_int_equal(lp_after_a_switch(&pred), 2); /* a2 goes into the gap */
+	int64_t pred, sw;
+	assert_int_equal(lp_after_a_switch(&pred, &sw), 2); /* a2 goes into the gap */
 	assert_int_equal(pred, -1);		       /* nothing learned of its runs yet */
+	assert_int_equal(sw, 82000000 - 76001000); /* its switch: all of it, its run unknown */
 }
 
 /* params.kdur: what an LP task's switch costs is measured as how much longer the first kernel
