@@ -361,6 +361,19 @@ static void kernel_durations_learned(void **state)
 	gmx_kdur_destroy(k);
 }
 
+/* HP task 0's first 16 requests (hp[0..15]), one every period_ns from 0, each busy for busy_ns. */
+static void hp_requests(const gmx_policy_ops_t *ops, gmx_policy_t *s, fake_t *f, gmx_cmd_t *hp, int64_t busy_ns,
+			int64_t period_ns)
+{
+	for (int i = 0; i < 16; i++) {
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f->now = (int64_t)i * period_ns;
+		ops->on_launch(s, &hp[i]);
+		f->now += busy_ns;
+		ops->on_complete(s, &hp[i]);
+	}
+}
+
 /* On a device whose commands carry no duration (gpumuxd), the policy measures its kernels
  * (params.kdur) and keeps an LP kernel that ran 2 ms out of a 1 ms HP gap; knowing nothing
  * of durations (no kdur), it lets it in and the HP request waits for it. */
@@ -377,13 +390,7 @@ static uint32_t lp_after_learning(int with_kdur)
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
 	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
 	gmx_cmd_t hp[17];
-	for (int i = 0; i < 16; i++) { /* HP gaps of 1 ms */
-		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
-		f.now = (int64_t)i * 1100000;
-		ops->on_launch(s, &hp[i]);
-		f.now += 100000;
-		ops->on_complete(s, &hp[i]);
-	}
+	hp_requests(ops, s, &f, hp, 100000, 1100000); /* HP gaps of 1 ms */
 	/* An LP kernel of unknown length goes into the gap, and runs 2 ms. */
 	f.now += 1000;
 	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
@@ -431,14 +438,8 @@ static int64_t lp_after_a_switch(int64_t *predicted, int64_t *switch_ns)
 	p.kdur = k;
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
 	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
-	gmx_cmd_t hp[18];
-	for (int i = 0; i < 16; i++) { /* HP: 1 ms requests, gaps of 4 ms */
-		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
-		f.now = (int64_t)i * 5000000;
-		ops->on_launch(s, &hp[i]);
-		f.now += 1000000;
-		ops->on_complete(s, &hp[i]);
-	}
+	gmx_cmd_t hp[17];
+	hp_requests(ops, s, &f, hp, 1000000, 5000000); /* HP: 1 ms requests, gaps of 4 ms */
 	/* The LP kernel's pages are away (1 ms of link): it fits the gap and goes; its pages coming
 	 * in make it take 6 ms, through HP's next request. */
 	f.load = 1000000;
