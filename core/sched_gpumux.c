@@ -73,6 +73,7 @@ typedef struct gtask {
 	 * slots, seq 0 free) and when the task's last command completed, -1 never */
 	uint64_t *rel_seq;
 	int64_t *rel_at;
+	uint8_t *rel_moved; /* released with pages to bring in: its run measures the migration too */
 	int64_t prev_done;
 } gtask_t;
 
@@ -117,6 +118,7 @@ static void gm_destroy(gmx_policy_t *s)
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
 		free(s->task[i].rel_seq);
 		free(s->task[i].rel_at);
+		free(s->task[i].rel_moved);
 	}
 	free(s);
 }
@@ -130,18 +132,22 @@ static int gm_task_add(gmx_policy_t *s, uint32_t task, int priority)
 		return -EBUSY;
 	uint64_t *rs = t->rel_seq;
 	int64_t *ra = t->rel_at;
+	uint8_t *rm = t->rel_moved;
 	if (s->params.kdur && !rs) {
 		rs = calloc(s->params.inflight_max, sizeof *rs);
 		ra = calloc(s->params.inflight_max, sizeof *ra);
-		if (!rs || !ra) {
+		rm = calloc(s->params.inflight_max, sizeof *rm);
+		if (!rs || !ra || !rm) {
 			free(rs);
 			free(ra);
+			free(rm);
 			return -ENOMEM;
 		}
 	}
 	memset(t, 0, sizeof(*t));
 	t->rel_seq = rs;
 	t->rel_at = ra;
+	t->rel_moved = rm;
 	if (rs)
 		memset(rs, 0, s->params.inflight_max * sizeof *rs);
 	t->prev_done = -1;
@@ -176,8 +182,9 @@ static int has_work(const gmx_policy_t *s, uint32_t i)
 	return t->present && (t->queue.head || (t->held && t->inflight));
 }
 
-/* Counts c (task i's) in flight: released by the policy or under the task's lease. */
-static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c)
+/* Counts c (task i's) in flight: released by the policy or under the task's lease; moved: its
+ * pages were not all resident at its release (params.kdur then learns no run from it). */
+static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c, int moved)
 {
 	gtask_t *t = &s->task[i];
 	t->inflight++;
@@ -185,6 +192,7 @@ static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c)
 		if (!t->rel_seq[k]) { /* its release time, to measure its run (params.kdur) */
 			t->rel_seq[k] = c->seq + 1;
 			t->rel_at[k] = s->dev.now(s->dev.ctx);
+			t->rel_moved[k] = (uint8_t)(moved != 0);
 			if (s->turn_new && (int)i == s->lp_active) {
 				s->turn_new = 0;
 				s->turn_seq = c->seq + 1;
@@ -196,7 +204,9 @@ static void account(gmx_policy_t *s, uint32_t i, const gmx_cmd_t *c)
 static void submit(gmx_policy_t *s, uint32_t i)
 {
 	gmx_cmd_t *c = gmx_cmd_queue_pop(&s->task[i].queue);
-	account(s, i, c);
+	/* params.kdur: whether its pages must come in first (asked before the device plans them). */
+	int moved = s->params.kdur && s->dev.load_ns && s->dev.load_ns(s->dev.ctx, c) > 0;
+	account(s, i, c, moved);
 	s->dev.submit(s->dev.ctx, c);
 }
 
@@ -431,7 +441,7 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	if (cmd->leased) { /* released under its lease: in flight already */
-		account(s, cmd->task, cmd);
+		account(s, cmd->task, cmd, 0); /* leased clients' memory fits: nothing moves */
 		dispatch(s);
 		return;
 	}
@@ -440,25 +450,36 @@ static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 }
 
 /* params.kdur: a kernel's run is from the later of its release and its task's previous
- * completion (work released ahead queues behind it) to its completion. */
+ * completion (work released ahead queues behind it) to its completion. A kernel released with
+ * pages to bring in measures their migration too (its pieces, the outgoing task's evictions, a
+ * round trip each): it gives the switch's cost, never a run. Learned as a run, it made every
+ * later kernel of its task look as long as a switch, so none fitted an HP gap again, and the
+ * only kernels it still ran (in gaps longer than any seen) were switches, learned the same way. */
 static void learn(gmx_policy_t *s, gtask_t *t, const gmx_cmd_t *cmd)
 {
 	int64_t now = s->dev.now(s->dev.ctx), began = -1;
+	int moved = 0;
 	for (uint32_t k = 0; k < s->params.inflight_max; k++)
 		if (t->rel_seq[k] == cmd->seq + 1) {
 			t->rel_seq[k] = 0;
 			began = t->rel_at[k];
+			moved = t->rel_moved[k];
 			break;
 		}
 	if (began >= 0 && cmd->kind == GMX_OP_KERNEL && !t->done) {
 		if (s->turn_seq == cmd->seq + 1) { /* the first kernel of an LP turn: what its switch cost */
 			int64_t pred = gmx_kdur_predict(s->params.kdur, cmd->task, cmd->kernel_id);
-			if (pred >= 0)
-				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - pred);
+			/* Moved with no run known yet: all of it counts (a run more than the switch).
+			 * Left unmeasured, the task's turns stayed as short as the link time of its
+			 * pages: too short for a kernel beyond the switch's, so every turn of it was
+			 * another switch and none gave a run to learn. */
+			if (pred >= 0 || moved)
+				gmx_kdur_switch_observe(s->params.kdur, cmd->task, now - began - (pred > 0 ? pred : 0));
 		}
 		if (t->prev_done > began)
 			began = t->prev_done;
-		gmx_kdur_observe(s->params.kdur, cmd->task, cmd->kernel_id, now - began);
+		if (!moved)
+			gmx_kdur_observe(s->params.kdur, cmd->task, cmd->kernel_id, now - began);
 	}
 	if (s->turn_seq == cmd->seq + 1)
 		s->turn_seq = 0;

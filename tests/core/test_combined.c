@@ -361,6 +361,19 @@ static void kernel_durations_learned(void **state)
 	gmx_kdur_destroy(k);
 }
 
+/* HP task 0's first 16 requests (hp[0..15]), one every period_ns from 0, each busy for busy_ns. */
+static void hp_requests(const gmx_policy_ops_t *ops, gmx_policy_t *s, fake_t *f, gmx_cmd_t *hp, int64_t busy_ns,
+			int64_t period_ns)
+{
+	for (int i = 0; i < 16; i++) {
+		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+		f->now = (int64_t)i * period_ns;
+		ops->on_launch(s, &hp[i]);
+		f->now += busy_ns;
+		ops->on_complete(s, &hp[i]);
+	}
+}
+
 /* On a device whose commands carry no duration (gpumuxd), the policy measures its kernels
  * (params.kdur) and keeps an LP kernel that ran 2 ms out of a 1 ms HP gap; knowing nothing
  * of durations (no kdur), it lets it in and the HP request waits for it. */
@@ -377,13 +390,7 @@ static uint32_t lp_after_learning(int with_kdur)
 	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
 	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
 	gmx_cmd_t hp[17];
-	for (int i = 0; i < 16; i++) { /* HP gaps of 1 ms */
-		hp[i] = (gmx_cmd_t){.seq = (uint64_t)i + 1, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
-		f.now = (int64_t)i * 1100000;
-		ops->on_launch(s, &hp[i]);
-		f.now += 100000;
-		ops->on_complete(s, &hp[i]);
-	}
+	hp_requests(ops, s, &f, hp, 100000, 1100000); /* HP gaps of 1 ms */
 	/* An LP kernel of unknown length goes into the gap, and runs 2 ms. */
 	f.now += 1000;
 	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
@@ -411,6 +418,61 @@ static void learned_durations_keep_lp_out_of_short_gaps(void **state)
 	(void)state;
 	assert_int_equal(lp_after_learning(1), 1); /* a2 waits: 2 ms does not fit the 1 ms gap */
 	assert_int_equal(lp_after_learning(0), 2); /* blind to durations: a2 goes */
+}
+
+
+/* params.kdur: an LP kernel released with its pages away measures their migration too (in
+ * gpumuxd, pieces and round trips: tens of ms under load). It is never learned as a run: learned,
+ * the task's resident kernels after it looked as long as the switch and none fitted an HP gap
+ * again (e2e_combined under load: 2 LP kernels while HP ran, each a switch). It gives its turn's
+ * switch cost instead, all of it while no run is known: unmeasured, the task's turns stayed as short
+ * as its pages' link time, each another switch. */
+static int64_t lp_after_a_switch(int64_t *predicted, int64_t *switch_ns)
+{
+	fake_t f = {0};
+	gmx_sched_params_t p;
+	gmx_sched_params_default(&p);
+	p.inflight_max = 1;
+	gmx_kdur_t *k;
+	assert_int_equal(gmx_kdur_create(GMX_MAX_TASKS, &k), 0);
+	p.kdur = k;
+	const gmx_policy_ops_t *ops = gmx_sched_find("gpumux");
+	gmx_policy_t *s = fake_policy(&f, 0, &p, 1, 1);
+	gmx_cmd_t hp[17];
+	hp_requests(ops, s, &f, hp, 1000000, 5000000); /* HP: 1 ms requests, gaps of 4 ms */
+	/* The LP kernel's pages are away (1 ms of link): it fits the gap and goes; its pages coming
+	 * in make it take 6 ms, through HP's next request. */
+	f.load = 1000000;
+	f.now += 1000;
+	gmx_cmd_t a1 = {.seq = 100, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a1);
+	assert_int_equal(f.submitted[1], 1);
+	f.load = 0; /* resident from now on */
+	hp[16] = (gmx_cmd_t){.seq = 17, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
+	f.now = 80000000;
+	ops->on_launch(s, &hp[16]);
+	f.now = 81000000;
+	ops->on_complete(s, &hp[16]);
+	f.now = 82000000;
+	ops->on_complete(s, &a1);
+	*predicted = gmx_kdur_predict(k, 1, 77);
+	*switch_ns = gmx_kdur_switch_ns(k, 1);
+	/* The next LP kernel, its pages resident, 1 ms into a 4 ms gap: it runs 0.5 ms. */
+	f.now += 1000;
+	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 77};
+	ops->on_launch(s, &a2);
+	int64_t n = f.submitted[1];
+	ops->destroy(s);
+	gmx_kdur_destroy(k);
+	return n;
+}
+static void switch_not_learned_as_a_run(void **state)
+{
+	(void)state;
+	int64_t pred, sw;
+	assert_int_equal(lp_after_a_switch(&pred, &sw), 2); /* a2 goes into the gap */
+	assert_int_equal(pred, -1);		       /* nothing learned of its runs yet */
+	assert_int_equal(sw, 82000000 - 76001000); /* its switch: all of it, its run unknown */
 }
 
 /* params.kdur: what an LP task's switch costs is measured as how much longer the first kernel
@@ -566,6 +628,7 @@ int main(void)
 	    cmocka_unit_test(kernel_durations_learned),
 	    cmocka_unit_test(learned_durations_keep_lp_out_of_short_gaps),
 	    cmocka_unit_test(switch_cost_measured),
+	    cmocka_unit_test(switch_not_learned_as_a_run),
 	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
 	    cmocka_unit_test(lp_lease_revoked_when_its_turn_ends),
 	};
