@@ -171,7 +171,8 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 		/* Only what a task's ops are predicted to touch is its working set: memory it
 		 * holds and never touches (an allocator's pool) is not protected. */
 		ms->ws = calloc((size_t)m->n_chunks + 1, 1);
-		if (!ms->ws) {
+		ms->mgen = calloc((size_t)m->n_chunks + 1, sizeof(uint32_t));
+		if (!ms->ws || !ms->mgen) {
 			gmx_msched_destroy(ms);
 			return -ENOMEM;
 		}
@@ -209,6 +210,7 @@ void gmx_msched_destroy(gmx_msched_t *ms)
 	if (ms->ws && ms->m->ws == ms->ws)
 		ms->m->ws = NULL;
 	free(ms->ws);
+	free(ms->mgen);
 	free(ms);
 }
 
@@ -435,9 +437,10 @@ static void prefetch_ahead(gmx_msched_t *ms, uint32_t task, uint32_t ns, const h
 	gmx_memspace_t *m = ms->m;
 	/* When the link, loading the windows' missing bytes in order, must start window s at the
 	 * latest for every window from s on to be in by its start (Forestall's rule): windows
-	 * after the next one are prefetched only while that time falls before the link, once free,
-	 * has run for the current window's GPU time (two refreshes: a later one can still start
-	 * the rest in time), and only when the link has time to spare over the windows: the bytes
+	 * after the next one are prefetched only while that time falls within the current window's
+	 * GPU time (two refreshes: a later one can still start the rest in time), while the link
+	 * is free before the window starts (a link already behind brings nothing in time by loading
+	 * more), and only when the link has time to spare over the windows: the bytes
 	 * they must move at the least (their chunks beyond the room HP leaves) take less link time
 	 * than their GPU time; where it has none, loading early only adds bytes. */
 	int64_t due[GMX_MAX_TASKS + 1], latest = INT64_MAX;
@@ -456,7 +459,7 @@ static void prefetch_ahead(gmx_msched_t *ms, uint32_t task, uint32_t ns, const h
 		latest = (latest < by ? latest : by) - load;
 		due[s] = latest;
 	}
-	int64_t lead = (ms->h2d_free > at ? ms->h2d_free : at) + hp->start_ns[1];
+	int64_t lead = at + hp->start_ns[1];
 	int spare = gmx_comb_link_ns((chunks > hp->room ? chunks - hp->room : 0) * GMX_CHUNK_SIZE, ms->dev->link_in_gbps) <
 		    hp->start_ns[ns];
 	for (uint32_t s = 1; s < ns; s++) {
@@ -468,6 +471,8 @@ static void prefetch_ahead(gmx_msched_t *ms, uint32_t task, uint32_t ns, const h
 			uint32_t c = ms->need[i];
 			if (ms->h2d_free > at + ms->slice_ns)
 				return; /* as apply_plan's prefetch: within the coming turn */
+			if (s > 1 && ms->h2d_free > at + hp->start_ns[s])
+				return; /* the link is behind: what it loads early is not in time either */
 			if (gmx_msched__has_pages(&m->chunks[c], ms->mask[c]))
 				continue;
 			if (!m->chunks[c].resident && m->used_chunks >= m->capacity_chunks) {
@@ -549,7 +554,9 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 /* PRIO: appends the chunks of task t's ops from op `from` on, in access order, until their
  * pages reach max_pages or the unit wraps back to `stop`; with want_mask, the pages per chunk
  * too: a chunk's mask starts afresh unless a window of generation mask_floor or later listed
- * it (want_mask 1: this window only; 2: also the one before; 3: since mask_floor). *run_ns gets
+ * it (want_mask 1: this window only; 2: also the one before; 3: since mask_floor, and then it
+ * holds the pages of the first window since that listed it, so that windows after the first
+ * two leave those two's masks as they were). *run_ns gets
  * the ops' predicted GPU time. Returns the op after the window, or -1 when out of memory. */
 static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_t stop, uint64_t max_pages,
 			    int want_mask, uint32_t mask_floor, uint32_t *ops, int64_t *run_ns)
@@ -574,13 +581,16 @@ static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_
 				uint32_t c = (uint32_t)(pg >> 9);
 				uint64_t cend = ((uint64_t)c + 1) << 9, e = end < cend ? end : cend;
 				if (ms->seen[c] != ms->gen) {
-					if (want_mask && ms->seen[c] < floor)
+					if (want_mask && ms->seen[c] < floor) {
 						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
+						if (want_mask == 3)
+							ms->mgen[c] = ms->gen;
+					}
 					ms->seen[c] = ms->gen;
 					if (need_push(ms, c))
 						return -1;
 				}
-				if (want_mask)
+				if (want_mask == 1 || want_mask == 2 || (want_mask == 3 && ms->mgen[c] == ms->gen))
 					gmx_msched__set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
 				pg = e;
 			}
