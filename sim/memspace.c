@@ -217,6 +217,16 @@ static uint32_t protected_victim(const gmx_memspace_t *m, uint32_t for_task, uin
 	return same;
 }
 
+uint32_t gmx_memspace_victim(const gmx_memspace_t *m, uint32_t for_task, uint64_t stamp)
+{
+	uint32_t v = m->protect	     ? protected_victim(m, for_task, stamp)
+		     : m->prio_evict ? prio_victim(m, stamp)
+				     : m->head;
+	while (!m->protect && v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
+		v = m->chunks[v].next;
+	return v;
+}
+
 int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask[8], uint64_t stamp,
 			      int64_t now, uint64_t *in_bytes, uint64_t *out_bytes)
 {
@@ -224,11 +234,7 @@ int64_t gmx_memspace_populate(gmx_memspace_t *m, uint32_t c, const uint64_t mask
 	k->stamp = stamp;
 	if (!k->resident) {
 		while (m->used_chunks >= m->capacity_chunks) {
-			uint32_t v = m->protect	     ? protected_victim(m, k->task, stamp)
-				     : m->prio_evict ? prio_victim(m, stamp)
-						     : m->head;
-			while (!m->protect && v != GMX_NO_CHUNK && m->chunks[v].stamp == stamp)
-				v = m->chunks[v].next;
+			uint32_t v = gmx_memspace_victim(m, k->task, stamp);
 			if (v == GMX_NO_CHUNK)
 				return -ENOSPC;
 			*out_bytes += gmx_memspace_evict(m, v, now);

@@ -94,6 +94,10 @@ static inline int gmx_memspace_resident(const gmx_memspace_t *m, uint64_t p)
 /* First non-resident page in [from, to), or `to`. Skips whole resident chunks. */
 uint64_t gmx_memspace_next_missing(const gmx_memspace_t *m, uint64_t from, uint64_t to);
 
+/* The chunk gmx_memspace_populate would evict next to make room for one of task for_task's
+ * (batch `stamp`), or GMX_NO_CHUNK when none may go. */
+uint32_t gmx_memspace_victim(const gmx_memspace_t *m, uint32_t for_task, uint64_t stamp);
+
 /* Makes the pages of `mask` (bit i = page i) of chunk c resident; allocates the
  * chunk (evicting in population order, never a chunk stamped `stamp`; with
  * protect, never a better priority's working-set chunk, and a worse priority's

@@ -86,6 +86,7 @@ struct gmx_msched {
 	int64_t piece_ns;      /* PRIO: link time of one migration piece */
 	int hp;                /* PRIO: the best priority among the runnable tasks */
 	uint8_t *ws;           /* PRIO: per chunk, in some task's predicted working set */
+	uint32_t *mgen;        /* PRIO: per chunk, the window (generation) whose pages its mask holds */
 	int lp_exists;         /* PRIO: a runnable task has a worse priority than hp */
 	/* The Belady planner (FULL, WHOLEALLOC, SERIAL; msched_belady.c). */
 	int belady;
