@@ -20,7 +20,7 @@
 #define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
-    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux", "msched-belady"};
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux", "msched-switch"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -32,6 +32,8 @@ int gmx_mem_mode_parse(const char *name)
 	for (int i = 0; i < GMX_MEM_MODE_COUNT; i++)
 		if (!strcmp(name, mem_names[i]))
 			return i;
+	if (!strcmp(name, "msched-belady"))
+		return GMX_MEM_MSCHED; /* its planner is msched's since it became the default */
 	return -1;
 }
 

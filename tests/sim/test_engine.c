@@ -53,7 +53,7 @@ static void warmup_reports_the_window_after_it(void **state)
 	tu_sweep(&b, "b", 48ull << 20, 12, 8ull << 20, 300000, 5000);
 	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
 	/* ideal under timeline is a bound computed for the window, not a simulation: not here. */
-	const gmx_mem_mode_t modes[3] = {GMX_MEM_UM, GMX_MEM_MSCHED_BELADY, GMX_MEM_MSCHED};
+	const gmx_mem_mode_t modes[3] = {GMX_MEM_UM, GMX_MEM_MSCHED_SWITCH, GMX_MEM_MSCHED};
 	const int64_t warm = 700000000LL, dur = 1300000000LL;
 	char err[256];
 	for (int m = 0; m < 3; m++) {
