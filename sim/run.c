@@ -363,7 +363,7 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	if (!lt)
 		return -ENOMEM;
 	int same_prio = 1;
-	double minop[GMX_MAX_TASKS];
+	double minop[GMX_MAX_TASKS], loose_cap[GMX_MAX_TASKS];
 	for (uint32_t i = 0; i < n; i++) {
 		same_prio &= cfg->tasks[i].priority == cfg->tasks[0].priority;
 		n_meas += res->tasks[i].throughput_per_s > 0;
@@ -394,13 +394,21 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 		}
 		rc = gmx_limit_curve(w, dur, t);
 		double burst = gmx_limit_burst(w, dur, GMX_TIMELINE_GRACE_NS);
+		/* One stream: its ops run one after the other, each at least the device's kernel gap after
+		 * the previous one ended, so a slice completes less work than its length. */
+		double in_slice = !rc && t->streams == 1 ? gmx_limit_stream_work(w, dur, cfg->device->kernel_gap_ns,
+									     (double)cfg->sched.slice_ns)
+							   : t->streams * (double)cfg->sched.slice_ns;
+		if (in_slice < 0)
+			rc = -ENOMEM;
 		free(dur);
 		if (rc)
 			break;
 		double I = res->tasks[i].throughput_per_s;
 		t->weight = I > 0 && t->unit_ns > 0 ? 1e9 / ((double)n_meas * t->unit_ns * I) : 0;
 		t->inflight = (double)cfg->sched.inflight_max * longest;
-		t->turn_cap = t->streams * (double)cfg->sched.slice_ns + t->inflight;
+		loose_cap[i] = t->streams * (double)cfg->sched.slice_ns + t->inflight;
+		t->turn_cap = in_slice + t->inflight;
 		int closed = tc->arrival == GMX_ARRIVAL_CLOSED && tc->units == 0;
 		t->steady = same_prio && closed && gmx_limit_host_gap(w) < GMX_TIMELINE_GRACE_NS &&
 			    (int64_t)(n - 1) * cfg->sched.slice_ns > GMX_TIMELINE_GRACE_NS;
@@ -440,7 +448,11 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 		double room = (double)cfg->capacity_bytes - held;
 		if (n_steady - (lt[i].steady != 0) >= 1 && same_prio && isfinite(minop[i]) && minop[i] > room) {
 			double wait = (minop[i] - room) / cfg->device->link_in_gbps;
-			lt[i].turn_cap -= lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+			/* from the cap without the kernel gaps: what they take from the rest of the slice is
+			 * not known here */
+			double paid = loose_cap[i] - lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+			if (paid < lt[i].turn_cap)
+				lt[i].turn_cap = paid;
 		}
 	}
 	for (uint32_t i = 0; i < n && !rc && any_steady; i++)
