@@ -201,7 +201,8 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 	 * turn, as at the paper's unstated slice: its MSched keeps 44-74% there) and at the slices
 	 * msched's rule picks: pipelined against serial migration (msched-serial, the paper's
 	 * "w/o pipelined migration") on the microbenchmark, and the bytes whole-allocation
-	 * prediction moves per unit of work against templates on D. */
+	 * prediction moves per unit of work against templates on D; both against the planner
+	 * they ablate, msched-switch (the paper's switch-time MSched). */
 	double gain[N_SLICES][3] = {{0}}, whole[N_SLICES][3] = {{0}}, rule_ms[2][3] = {{0}};
 	for (int s = 0; s < N_SLICES; s++) {
 		for (int p = 0; p < 3; p++) {
@@ -210,14 +211,14 @@ int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot)
 			int64_t sl = slices_ns[s];
 			char name[32];
 			snprintf(name, sizeof(name), "micro-%s", pressures[p]);
-			if (run_at(dir, name, "timeslice", "msched", sl, &r[0]) ||
+			if (run_at(dir, name, "timeslice", "msched-switch", sl, &r[0]) ||
 			    run_at(dir, name, "timeslice", "msched-serial", sl, &r[1]))
 				break;
 			double ts = total_throughput(&r[1]);
 			gain[s][p] = ts > 0 ? total_throughput(&r[0]) / ts : 0;
 			rule_ms[0][p] = slices_ns[s] < 0 ? r[0].msched.slice_mean_ms : rule_ms[0][p];
 			snprintf(name, sizeof(name), "d-%s", pressures[p]);
-			if (run_at(dir, name, "timeslice", "msched", sl, &r[0]) ||
+			if (run_at(dir, name, "timeslice", "msched-switch", sl, &r[0]) ||
 			    run_at(dir, name, "timeslice", "msched-wholealloc", sl, &r[1]))
 				break;
 			whole[s][p] = gmx_bench_bytes_ratio(&r[1], &r[0]);

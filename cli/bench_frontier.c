@@ -1,6 +1,6 @@
 /* gpumux bench frontier: throughput kept against latency as the slice grows,
- * for um, the physical limit (ideal), msched and its continuous planner
- * (msched-belady), on mixes A-D and the
+ * for um, the physical limit (ideal), msched and its former switch-time planner
+ * (msched-switch), on mixes A-D and the
  * microbenchmark at 200%. Every point runs every mode under the timeline
  * scheduler at one slice and divides by inmem under that same schedule.
  * Called from cmd_bench.c. */
@@ -14,7 +14,7 @@
 #include "scenario.h"
 
 enum { F_INMEM, F_UM, F_IDEAL, F_MS, F_MB, F_COUNT };
-static const char *const fmodes[F_COUNT] = {"inmem", "um", "ideal", "msched", "msched-belady"};
+static const char *const fmodes[F_COUNT] = {"inmem", "um", "ideal", "msched", "msched-switch"};
 
 /* Runs one mode at one slice under the timeline scheduler (the msched modes
  * pick it from mem_slice_ns). */
@@ -44,10 +44,10 @@ int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot)
 	if (print)
 		printf("frontier: each mode's throughput as a share of inmem under the same slice (timeline scheduler),\n"
 		       "against the worst task's p99 unit latency; ms/idl = msched of the ideal (target >= 95%% where\n"
-		       "the ideal keeps >= 20%%); belady = msched-belady, the continuous planner; mb/idl = it of the ideal%s\n"
+		       "the ideal keeps >= 20%%); switch = msched-switch, the former planner; sw/idl = it of the ideal%s\n"
 		       "%-10s %7s | %7s %8s | %7s %8s | %7s %8s | %7s %8s | %6s | %7s %8s | %6s\n",
 		       quick ? " (--quick: 5 s warm-up, 5 s measured)" : "", "scenario", "slice", "inmem", "p99", "um",
-		       "p99", "ideal", "p99", "msched", "p99", "ms/idl", "belady", "p99", "mb/idl");
+		       "p99", "ideal", "p99", "msched", "p99", "ms/idl", "switch", "p99", "sw/idl");
 	int n_target = 0, n_met = 0, n_met_b = 0, rc = 0;
 	double worst_fi = 9, worst_bi = 9;
 	for (size_t k = 0; k < sizeof(scen) / sizeof(scen[0]) && !rc; k++) {
@@ -105,7 +105,7 @@ int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot)
 				json_object_set_new(o, fmodes[m], v);
 			}
 			json_object_set_new(o, "msched_of_ideal", json_real(fi));
-			json_object_set_new(o, "msched_belady_of_ideal", json_real(bi));
+			json_object_set_new(o, "msched_switch_of_ideal", json_real(bi));
 			json_array_append_new(pts, o);
 		}
 		gmx_scenario_free(&sc);
@@ -121,12 +121,12 @@ int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot)
 		       "(lowest: %.1f%%)\n",
 		       n_met, n_target, n_target ? 100 * worst_fi : 0);
 	if (print)
-		printf("msched-belady within 5%% of the ideal at %d of those %d points (lowest: %.1f%%)\n\n",
+		printf("msched-switch within 5%% of the ideal at %d of those %d points (lowest: %.1f%%)\n\n",
 		       n_met_b, n_target, n_target ? 100 * worst_bi : 0);
 	json_object_set_new(root, "points", pts);
 	json_object_set_new(root, "target_points", json_integer(n_target));
 	json_object_set_new(root, "target_met", json_integer(n_met));
-	json_object_set_new(root, "belady_target_met", json_integer(n_met_b));
+	json_object_set_new(root, "switch_target_met", json_integer(n_met_b));
 	json_object_set_new(root, "quick", json_boolean(quick));
 	char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
 	printf("%s\n", s ? s : "{}");

@@ -151,7 +151,7 @@ int gmx_bench_plot(const char *dir, const char *bench, json_t *root)
 					 json_number_value(json_object_get(row, "slice_ms")));
 				g = names[i];
 			}
-			static const char *const modes[] = {"um", "ideal", "msched", "msched-belady"};
+			static const char *const modes[] = {"um", "ideal", "msched", "msched-switch"};
 			for (int m = 0; m < 4; m++)
 				table_set(&a, g, modes[m],
 					  100 * json_number_value(json_object_get(

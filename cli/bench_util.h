@@ -14,7 +14,7 @@ int gmx_bench_msched(const char *dir, int quick, int json, const char *plot);
  * plot: also its chart there (gpumux bench --plot), or NULL. Exit code. */
 int gmx_bench_calibrate(const char *dir, int quick, int json, const char *plot);
 
-/* gpumux bench frontier (bench_frontier.c): um, ideal, msched and msched-belady over a slice sweep; plot: also
+/* gpumux bench frontier (bench_frontier.c): um, ideal, msched and msched-switch over a slice sweep; plot: also
  * its chart there, or NULL. Exit code. */
 int gmx_bench_frontier(const char *dir, int quick, int json, const char *plot);
 

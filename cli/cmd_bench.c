@@ -218,7 +218,7 @@ static void usage(FILE *out)
 		     "  msched     proactive memory scheduling: mixes A-D at 150/200/300%% under um,\n"
 		     "             msched, its ablations and ideal (also at msched's slice); micro; slice sweep;\n"
 		     "             template accuracy\n"
-		     "  frontier   um, ideal, msched and msched-belady at slices 2 ms .. 2 s on mixes A-D and\n"
+		     "  frontier   um, ideal, msched and msched-switch at slices 2 ms .. 2 s on mixes A-D and\n"
 		     "             micro at 200%%:\n"
 		     "             share of same-slice inmem against the worst task's p99 latency\n"
 		     "             (--quick: 5 s warm-up, 5 s measured)\n"

@@ -637,3 +637,46 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 	}
 	free(tab);
 }
+
+double gmx_limit_stream_work(const gmx_workload_t *w, const int64_t *dur, int64_t gap_ns, double budget_ns)
+{
+	uint32_t m = 0;
+	for (uint32_t k = 0; k < w->n_ops; k++)
+		m += dur[k] > 0;
+	if (!m || budget_ns <= 0)
+		return 0;
+	/* Prefix sums of work and of cost (work plus the gap before it) over the GPU ops, twice round. */
+	double *pw = malloc((2 * (size_t)m + 1) * sizeof(double)), *pc = malloc((2 * (size_t)m + 1) * sizeof(double));
+	if (!pw || !pc) {
+		free(pw);
+		free(pc);
+		return -1;
+	}
+	pw[0] = pc[0] = 0;
+	for (uint32_t j = 0, k = 0; j < 2 * m; k = (k + 1) % w->n_ops) {
+		if (dur[k] <= 0)
+			continue;
+		pw[j + 1] = pw[j] + (double)dur[k];
+		pc[j + 1] = pc[j] + (double)dur[k] + (double)gap_ns;
+		j++;
+	}
+	double U = pw[m], Uc = pc[m], best = 0;
+	for (uint32_t j = 0; j < m; j++) {
+		double b = budget_ns + (double)gap_ns; /* the run's first op waits for no gap of its own */
+		double q = floor(b / Uc), rem = b - q * Uc;
+		uint32_t lo = 0, hi = m; /* the most ops e < m from j whose cost fits in rem */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo + 1) / 2;
+			if (pc[j + mid] - pc[j] <= rem)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		double work = q * U + pw[j + lo] - pw[j];
+		if (work > best)
+			best = work;
+	}
+	free(pw);
+	free(pc);
+	return best < budget_ns ? best : budget_ns;
+}

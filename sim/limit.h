@@ -66,6 +66,13 @@ int64_t gmx_limit_host_gap(const gmx_workload_t *w);
  * scheduler's grace (the turn ends there whatever the memory policy); INFINITY when there are none. */
 double gmx_limit_burst(const gmx_workload_t *w, const int64_t *dur, int64_t grace_ns);
 
+/* The most solo work a run of consecutive GPU ops of w (cyclically, the unit repeating) can
+ * complete in budget_ns of wall time on one stream, where each op starts at least gap_ns after
+ * the previous one ended (the device's kernel_gap_ns, sim/engine.c try_start): the largest
+ * sum of dur over runs whose sum of dur plus gap_ns per op after the first fits the budget.
+ * At most budget_ns; -1 when out of memory. */
+double gmx_limit_stream_work(const gmx_workload_t *w, const int64_t *dur, int64_t gap_ns, double budget_ns);
+
 /* The bound over a window of window_ns: n tasks, slice_ns, inflight (ops a task may have
  * released at a slice's end), capacity (bytes), link (bytes per ns into the device). */
 void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, double inflight,

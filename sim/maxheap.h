@@ -1,5 +1,5 @@
 /* A growable max-heap of (key, id) pairs: the lazy victim indexes of the ideal limit (sim/ideal.c)
- * and of msched-belady (sim/msched_belady.c). Entries may go stale; their owners skip them at the
+ * and of msched's continuous planner (sim/msched_belady.c). Entries may go stale; their owners skip them at the
  * top and compact the heap themselves. */
 #ifndef GMX_SIM_MAXHEAP_H
 #define GMX_SIM_MAXHEAP_H

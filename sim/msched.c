@@ -147,7 +147,7 @@ int gmx_msched_create(gmx_memspace_t *m, const gmx_preset_t *dev, const gmx_sim_
 	}
 	gmx_msched__accuracy_pct(touched, predicted, hit, &ms->st);
 	ms->st.valid = 1;
-	if (variant == GMX_MSCHED_BELADY) {
+	if (variant == GMX_MSCHED_FULL) {
 		rc = gmx_msched__belady_create(ms);
 		if (rc) {
 			gmx_msched_destroy(ms);

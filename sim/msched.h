@@ -27,19 +27,23 @@
 #define GMX_MSCHED_MIGRATION_SHARE GMX_COMB_MIGRATION_SHARE
 
 typedef enum gmx_msched_variant {
-	GMX_MSCHED_FULL = 0,   /* templates, timeline order, pipelined migration */
-	GMX_MSCHED_WHOLEALLOC, /* predicts whole allocations */
-	GMX_MSCHED_SERIAL,     /* the stock path (no pipeline): evict, then load, one copy at a
-				* time; kernels wait for the whole migration (no early start)
+	GMX_MSCHED_FULL = 0,   /* templates, pipelined migration, the continuous planner
+				* (msched_belady.c): Belady's rule on the predicted timeline
+				* at every kernel, the next turns' pages streaming in while a
+				* turn computes */
+	GMX_MSCHED_WHOLEALLOC, /* SWITCH predicting whole allocations */
+	GMX_MSCHED_SERIAL,     /* SWITCH on the stock path (no pipeline): evict, then load,
+				* one copy at a time; kernels wait for the whole migration (no early start)
 				* and nothing moves behind compute */
-	GMX_MSCHED_FIFO,       /* the driver's eviction order (population order) */
+	GMX_MSCHED_FIFO,       /* SWITCH with the driver's eviction order (population order) */
 	GMX_MSCHED_PRIO,       /* the combined policy's memory side (docs/combined.md): the
-				* full planner, with the HP working set never evicted for LP
+				* switch-time planner (SWITCH), with the HP working set never evicted for LP
 				* work, LP evicted first, and HP migrations waiting at most one
 				* piece of LP migration */
-	GMX_MSCHED_BELADY,     /* the continuous Belady planner (msched_belady.c): the next turns'
-				* pages stream in while the running one computes, into the
-				* chunks used furthest ahead on the predicted timeline */
+	GMX_MSCHED_SWITCH,     /* the switch-time planner (msched before the continuous one): the
+				* eviction list ordered and the next slice loaded at each switch,
+				* the slice after next prefetched; WHOLEALLOC, SERIAL and FIFO
+				* are its ablations */
 } gmx_msched_variant_t;
 
 typedef struct gmx_msched gmx_msched_t;

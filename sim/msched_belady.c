@@ -138,7 +138,8 @@ static int64_t wall(const gmx_msched_t *ms, uint32_t t, int64_t key, int64_t now
 /* The resident chunk whose next use lies furthest ahead, never one the running
  * op holds (stamped) or one still loading; *w its wall-clock next use.
  * GMX_NO_CHUNK when the heaps hold none (chunks the fault path brought in
- * have no key: the memspace's own order takes those). */
+ * have no key: the memspace's own order takes those), or with ms->oom set when
+ * it ran out of memory. */
 static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 {
 	uint32_t best = GMX_NO_CHUNK;
@@ -158,8 +159,10 @@ static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 				/* Its predicted use has passed: key it by the next one. */
 				gmx_maxheap_pop(&b->heap);
 				ms->bkey[e.id] = next_use(ms, t, e.id, b->unit, b->op);
-				if (gmx_maxheap_push(&b->heap, ms->bkey[e.id], e.id))
+				if (gmx_maxheap_push(&b->heap, ms->bkey[e.id], e.id)) {
+					ms->oom = 1; /* load() reports it */
 					return GMX_NO_CHUNK;
+				}
 				continue;
 			}
 			if (ms->m->chunks[e.id].stamp == ms->stamp || ms->ready[e.id] > now) {
@@ -167,8 +170,10 @@ static uint32_t pick_victim(gmx_msched_t *ms, int64_t now, int64_t *w)
 				if (ms->stash_n == ms->stash_cap) {
 					uint32_t ncap = ms->stash_cap ? 2 * ms->stash_cap : 256;
 					bentry_t *p = realloc(ms->stash, ncap * sizeof(*p));
-					if (!p)
+					if (!p) {
+						ms->oom = 1;
 						return GMX_NO_CHUNK;
+					}
 					ms->stash = p;
 					ms->stash_cap = ncap;
 				}
@@ -200,6 +205,8 @@ static int load(gmx_msched_t *ms, uint32_t c, const uint64_t mk[8], int64_t key,
 	if (!m->chunks[c].resident && m->used_chunks >= m->capacity_chunks) {
 		int64_t vw;
 		uint32_t v = pick_victim(ms, now, &vw);
+		if (ms->oom)
+			return -ENOMEM;
 		if (v == GMX_NO_CHUNK && limit != INT64_MIN)
 			return 0;
 		if (v != GMX_NO_CHUNK) {

@@ -88,7 +88,7 @@ struct gmx_msched {
 	uint8_t *ws;           /* PRIO: per chunk, in some task's predicted working set */
 	uint32_t *mgen;        /* PRIO: per chunk, the window (generation) whose pages its mask holds */
 	int lp_exists;         /* PRIO: a runnable task has a worse priority than hp */
-	/* The Belady planner (FULL, WHOLEALLOC, SERIAL; msched_belady.c). */
+	/* The continuous planner (FULL; msched_belady.c). */
 	int belady;
 	bindex_t b[GMX_MAX_TASKS];
 	int64_t *bkey;         /* per chunk: key of its valid heap entry, INT64_MIN none */

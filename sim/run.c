@@ -20,7 +20,7 @@
 #define GMX_SIM_PROGRESS_EVERY 0xffffu /* events between two progress calls, less one */
 
 static const char *const mem_names[GMX_MEM_MODE_COUNT] = {
-    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux", "msched-belady"};
+    "inmem", "um", "ideal", "msched", "msched-wholealloc", "msched-serial", "msched-fifo", "gpumux", "msched-switch"};
 
 const char *gmx_mem_mode_name(gmx_mem_mode_t m)
 {
@@ -32,6 +32,8 @@ int gmx_mem_mode_parse(const char *name)
 	for (int i = 0; i < GMX_MEM_MODE_COUNT; i++)
 		if (!strcmp(name, mem_names[i]))
 			return i;
+	if (!strcmp(name, "msched-belady"))
+		return GMX_MEM_MSCHED; /* its planner is msched's since it became the default */
 	return -1;
 }
 
@@ -361,7 +363,7 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	if (!lt)
 		return -ENOMEM;
 	int same_prio = 1;
-	double minop[GMX_MAX_TASKS];
+	double minop[GMX_MAX_TASKS], loose_cap[GMX_MAX_TASKS];
 	for (uint32_t i = 0; i < n; i++) {
 		minop[i] = INFINITY;
 		same_prio &= cfg->tasks[i].priority == cfg->tasks[0].priority;
@@ -393,13 +395,21 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 		}
 		rc = gmx_limit_curve(w, dur, t);
 		double burst = gmx_limit_burst(w, dur, GMX_TIMELINE_GRACE_NS);
+		/* One stream: its ops run one after the other, each at least the device's kernel gap after
+		 * the previous one ended, so a slice completes less work than its length. */
+		double in_slice = !rc && t->streams == 1 ? gmx_limit_stream_work(w, dur, cfg->device->kernel_gap_ns,
+									     (double)cfg->sched.slice_ns)
+							   : t->streams * (double)cfg->sched.slice_ns;
+		if (in_slice < 0)
+			rc = -ENOMEM;
 		free(dur);
 		if (rc)
 			break;
 		double I = res->tasks[i].throughput_per_s;
 		t->weight = I > 0 && t->unit_ns > 0 ? 1e9 / ((double)n_meas * t->unit_ns * I) : 0;
 		t->inflight = (double)cfg->sched.inflight_max * longest;
-		t->turn_cap = t->streams * (double)cfg->sched.slice_ns + t->inflight;
+		loose_cap[i] = t->streams * (double)cfg->sched.slice_ns + t->inflight;
+		t->turn_cap = in_slice + t->inflight;
 		int closed = tc->arrival == GMX_ARRIVAL_CLOSED && tc->units == 0;
 		t->steady = same_prio && closed && gmx_limit_host_gap(w) < GMX_TIMELINE_GRACE_NS &&
 			    (int64_t)(n - 1) * cfg->sched.slice_ns > GMX_TIMELINE_GRACE_NS;
@@ -439,7 +449,11 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 		double room = (double)cfg->capacity_bytes - held;
 		if (n_steady - (lt[i].steady != 0) >= 1 && same_prio && isfinite(minop[i]) && minop[i] > room) {
 			double wait = (minop[i] - room) / cfg->device->link_in_gbps;
-			lt[i].turn_cap -= lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+			/* from the cap without the kernel gaps: what they take from the rest of the slice is
+			 * not known here */
+			double paid = loose_cap[i] - lt[i].streams * (wait < (double)cfg->sched.slice_ns ? wait : (double)cfg->sched.slice_ns);
+			if (paid < lt[i].turn_cap)
+				lt[i].turn_cap = paid;
 		}
 	}
 	for (uint32_t i = 0; i < n && !rc && any_steady; i++)

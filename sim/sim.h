@@ -19,15 +19,15 @@ typedef enum gmx_mem_mode {
 	GMX_MEM_INMEM = 0,	   /* infinite device memory: the reference */
 	GMX_MEM_UM,		   /* CUDA unified memory, demand paging */
 	GMX_MEM_IDEAL,		   /* the memory limit (timeline: a proven bound, sim/limit.c; else Belady) */
-	GMX_MEM_MSCHED,		   /* proactive memory scheduling (sim/msched.c) and its ablations: */
-	GMX_MEM_MSCHED_WHOLEALLOC, /* whole-allocation prediction */
+	GMX_MEM_MSCHED,		   /* proactive memory scheduling (sim/msched.c, sim/msched_belady.c) */
+	GMX_MEM_MSCHED_WHOLEALLOC, /* ablations of msched-switch: whole-allocation prediction */
 	GMX_MEM_MSCHED_SERIAL,	   /* no evict/load overlap */
 	GMX_MEM_MSCHED_FIFO,	   /* the driver's eviction order */
 	GMX_MEM_GPUMUX,		   /* msched with priority in every decision (docs/combined.md) */
-	GMX_MEM_MSCHED_BELADY,	   /* msched with the continuous Belady planner (sim/msched_belady.c) */
+	GMX_MEM_MSCHED_SWITCH,	   /* msched with its former switch-time planner (sim/msched.c) */
 	GMX_MEM_MODE_COUNT
 } gmx_mem_mode_t;
-#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo, gpumux, msched-belady"
+#define GMX_MEM_MODE_NAMES "inmem, um, ideal, msched, msched-wholealloc, msched-serial, msched-fifo, gpumux, msched-switch"
 
 typedef enum gmx_arrival_kind {
 	GMX_ARRIVAL_CLOSED = 0, /* next unit as soon as the previous one ends */

@@ -327,7 +327,7 @@ static void test_msched_no_missing(void **state)
 		tu_sweep(&w[i], "sweep", 256ull << 20, 32, 16ull << 20, 200000, 5000);
 	gmx_sim_result_t *r = calloc(1, sizeof(*r));
 	const gmx_mem_mode_t modes[] = {GMX_MEM_MSCHED, GMX_MEM_MSCHED_WHOLEALLOC, GMX_MEM_MSCHED_SERIAL,
-					GMX_MEM_MSCHED_FIFO, GMX_MEM_MSCHED_BELADY};
+					GMX_MEM_MSCHED_FIFO, GMX_MEM_MSCHED_SWITCH};
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		gmx_mem_mode_t m = modes[i];
 		run_sim(w, 3, 512ull << 20, m, r);
@@ -390,12 +390,12 @@ static double stream_share(gmx_mem_mode_t mode, uint32_t n, uint64_t size, uint3
 static void test_msched_belady_streams_coming_turns(void **state)
 {
 	(void)state;
-	double old = stream_share(GMX_MEM_MSCHED, 4, 1ull << 30, 16, 64ull << 20, 2ull << 30);
-	double bel = stream_share(GMX_MEM_MSCHED_BELADY, 4, 1ull << 30, 16, 64ull << 20, 2ull << 30);
+	double old = stream_share(GMX_MEM_MSCHED_SWITCH, 4, 1ull << 30, 16, 64ull << 20, 2ull << 30);
+	double bel = stream_share(GMX_MEM_MSCHED, 4, 1ull << 30, 16, 64ull << 20, 2ull << 30);
 	assert_true(bel > 0.8);
 	assert_true(bel > old + 0.1);
-	assert_true(stream_share(GMX_MEM_MSCHED_BELADY, 2, 1ull << 30, 32, 32ull << 20, 3ull << 29) > 0.95);
-	assert_true(stream_share(GMX_MEM_MSCHED_BELADY, 4, 512ull << 20, 32, 16ull << 20, 1ull << 30) > 0.95);
+	assert_true(stream_share(GMX_MEM_MSCHED, 2, 1ull << 30, 32, 32ull << 20, 3ull << 29) > 0.95);
+	assert_true(stream_share(GMX_MEM_MSCHED, 4, 512ull << 20, 32, 16ull << 20, 1ull << 30) > 0.95);
 }
 
 /* Mix A in small (Rodinia dwt2d, hotspot, cfd, nn at 1.5 GB each on 2 GiB, as a-300 on the
@@ -452,8 +452,8 @@ static void test_msched_belady_mix_a(void **state)
 	(void)state;
 	for (int k = 0; k < 2; k++) {
 		int64_t slice = k ? 200000000 : 1000000000;
-		double old = mix_a_share(GMX_MEM_MSCHED, slice);
-		double bel = mix_a_share(GMX_MEM_MSCHED_BELADY, slice);
+		double old = mix_a_share(GMX_MEM_MSCHED_SWITCH, slice);
+		double bel = mix_a_share(GMX_MEM_MSCHED, slice);
 		assert_true(bel >= old - 0.005);
 	}
 }
@@ -540,7 +540,7 @@ static void test_predict_bounded(void **state)
 
 /* Without the pipeline (msched-serial, the paper's "w/o pipelined migration": the stock
  * driver's serial swap, Fig. 5) a turn's first kernel waits until the switch's whole
- * migration has moved at the serial rate; with it (msched) the kernel starts as soon as its
+ * migration has moved at the serial rate; with it (msched-switch) the kernel starts as soon as its
  * own pages are in (early start). */
 static void test_msched_serial_waits_for_whole_migration(void **state)
 {
@@ -553,7 +553,7 @@ static void test_msched_serial_waits_for_whole_migration(void **state)
 	const gmx_preset_t *dev = gmx_preset_find("rtx5080");
 	int64_t ready[2];
 	uint64_t planned[2];
-	gmx_msched_variant_t v[2] = {GMX_MSCHED_FULL, GMX_MSCHED_SERIAL};
+	gmx_msched_variant_t v[2] = {GMX_MSCHED_SWITCH, GMX_MSCHED_SERIAL}; /* the planner serial ablates */
 	for (int k = 0; k < 2; k++) {
 		gmx_memspace_t m;
 		assert_int_equal(gmx_memspace_init(&m, ws, 2, 64ull << 20), 0);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ideal is a proven limit (docs/simulator.md): under the same timeline schedule and slice,
-# no memory policy (um, msched, its ablations and msched-belady) keeps more of same-schedule
+# no memory policy (um, msched, msched-switch and its ablations) keeps more of same-schedule
 # inmem than ideal does, on every shipped MSched scenario, over a slice sweep (GMX_IDEAL_SLICES,
 # default 2 20 200 1000 2000 ms; short runs: 2 s warm-up, 3 s measured; the bound covers any
 # window, so no tolerance beyond rounding).
@@ -18,7 +18,7 @@ run() { "$G" sim "$@" --warmup ${GMX_IDEAL_WARMUP:-2} --duration ${GMX_IDEAL_DUR
 # each; one jq for all the runs of a scenario at a slice).
 shares() { jq -c --argjson b "$1" \
   '[.tasks[] as $t | ($b.tasks[] | select(.name==$t.name) | .throughput_per_s) as $r | select($r>0) | $t.throughput_per_s/$r] | add/length'; }
-pols=(um msched msched-wholealloc msched-serial msched-fifo msched-belady)
+pols=(um msched msched-wholealloc msched-serial msched-fifo msched-switch)
 bad="" n=0 close=0 closest=""
 for f in "$D"/msched/${P:+$P-}*.ini; do
   s=$(basename "$f" .ini)

@@ -53,7 +53,7 @@ static void warmup_reports_the_window_after_it(void **state)
 	tu_sweep(&b, "b", 48ull << 20, 12, 8ull << 20, 300000, 5000);
 	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
 	/* ideal under timeline is a bound computed for the window, not a simulation: not here. */
-	const gmx_mem_mode_t modes[3] = {GMX_MEM_UM, GMX_MEM_MSCHED_BELADY, GMX_MEM_MSCHED};
+	const gmx_mem_mode_t modes[3] = {GMX_MEM_UM, GMX_MEM_MSCHED_SWITCH, GMX_MEM_MSCHED};
 	const int64_t warm = 700000000LL, dur = 1300000000LL;
 	char err[256];
 	for (int m = 0; m < 3; m++) {
@@ -451,6 +451,37 @@ static void ideal_pays_the_loads_a_switch_forces(void **state)
 	gmx_workload_free(&b);
 }
 
+/* One stream of short kernels: each starts at least the device's kernel gap (1 us) after the
+ * previous one ended, so a 50 ms turn of 20 us kernels completes about 20/21 of a slice of work,
+ * under unlimited memory as under any policy. The limit counts those gaps (gmx_limit_stream_work):
+ * it stays at or above inmem and within 3% of it (1.014, the window's edges); counting a turn
+ * as a slice of work it was 1.059. */
+static void ideal_counts_the_kernel_gaps_of_a_stream(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b;
+	tu_sweep(&a, "a", 64ull << 20, 64, 1ull << 20, 20000, 3000);
+	tu_sweep(&b, "b", 64ull << 20, 64, 1ull << 20, 20000, 3000);
+	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
+	gmx_sim_result_t *r = calloc(2, sizeof(*r));
+	assert_non_null(r);
+	char err[256];
+	for (int m = 0; m < 2; m++) {
+		gmx_sim_config_t c = base_config(t, 2, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, 1ull << 30);
+		c.sched.slice_ns = 50000000;
+		c.duration_ns = 2000000000LL;
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	assert_true(r[1].limit_valid);
+	print_message("limit %.4f (rotation %.4f, reuse %.4f)\n", r[1].limit_bound, r[1].limit_rotation_bound,
+		      r[1].limit_reuse_bound);
+	assert_true(r[1].limit_bound >= 1.0);
+	assert_true(r[1].limit_bound < 1.03);
+	free(r);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+}
+
 /* timeline with hold_task: the held task keeps its place in the rotation while
  * its host thinks, and the device waits for it at its turn. */
 static void timeline_holds_the_turn_of_the_held_task(void **state)
@@ -490,6 +521,7 @@ int main(void)
 	    cmocka_unit_test(modes_agree_when_memory_suffices),
 	    cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
 	    cmocka_unit_test(ideal_pays_the_loads_a_switch_forces),
+	    cmocka_unit_test(ideal_counts_the_kernel_gaps_of_a_stream),
 	    cmocka_unit_test(timeline_holds_the_turn_of_the_held_task),
 	    cmocka_unit_test(exclusive_runs_each_task_alone),
 	    cmocka_unit_test(timeslice_shares_the_device_equally),

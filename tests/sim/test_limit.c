@@ -136,12 +136,53 @@ static void burst_is_the_work_between_long_host_gaps(void **state)
 	gmx_workload_free(&w);
 }
 
+/* gmx_limit_stream_work against every run of ops from every start: the most work among runs
+ * whose work plus a gap per op after the first fits the budget (host ops carry no gap). */
+static void stream_work_is_the_best_run_that_fits(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	uint32_t buf, nm;
+	assert_int_equal(gmx_workload_init(&w, "s"), 0);
+	assert_int_equal(gmx_workload_add_buffer(&w, 0, 4096, NULL, &buf), 0);
+	assert_int_equal(gmx_workload_intern_name(&w, "k", &nm), 0);
+	const int64_t d[] = {30, 0, 5, 70, 12, 0, 41};
+	for (int i = 0; i < 7; i++) {
+		gmx_op_t op = {.kind = (uint8_t)(d[i] ? GMX_OP_KERNEL : GMX_OP_SYNC), .name = nm, .duration_ns = (uint64_t)d[i],
+			       .buffer = UINT32_MAX, .stream = d[i] ? 0 : -1};
+		assert_int_equal(gmx_workload_add_op(&w, &op, NULL), 0);
+		if (d[i])
+			assert_int_equal(gmx_workload_add_region(&w, buf, 0, 4096), 0);
+	}
+	for (int64_t gap = 0; gap <= 9; gap += 3)
+		for (int64_t budget = 0; budget <= 700; budget += 7) {
+			int64_t best = 0;
+			for (int s = 0; s < 7; s++) {
+				int64_t work = 0, cost = -gap;
+				for (int k = 0; k < 70; k++) {
+					int64_t x = d[(s + k) % 7];
+					if (!x)
+						continue;
+					cost += x + gap;
+					if (cost > budget)
+						break;
+					work += x;
+				}
+				if (work > best)
+					best = work;
+			}
+			assert_true(gmx_limit_stream_work(&w, d, gap, (double)budget) == (double)best);
+		}
+	gmx_workload_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(curve_never_exceeds_a_run),
 	    cmocka_unit_test(bound_keeps_unlimited_memory_and_drops_without_it),
 	    cmocka_unit_test(burst_is_the_work_between_long_host_gaps),
+	    cmocka_unit_test(stream_work_is_the_best_run_that_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
