@@ -68,6 +68,7 @@ typedef struct ftask {
 	uint64_t p_id, p_prev;
 	int64_t p_dur, p_end;
 	gmx_lease_t lease; /* what the device was told */
+	int b_head, b_busy; /* as last noted in its level's books (note()) */
 } ftask_t;
 
 struct gmx_policy {
@@ -83,7 +84,49 @@ struct gmx_policy {
 	 * again decides the same leases, so the pass over every task is skipped. */
 	int lease_hp, lease_lower, lease_valid;
 	uint64_t gen, lease_gen;
+	/* Per level, kept as tasks change (note()) so that an event costs the same with 2 or 100
+	 * tasks: bit k of qbits[l] / bbits[l]: level[l][k] has a queue head / work queued or in
+	 * flight; nbusy[l]: how many have work; pos[task]: its k. */
+	uint64_t qbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64], bbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64];
+	uint32_t nbusy[GMX_PRIORITY_LEVELS], pos[GMX_MAX_TASKS];
 };
+
+static void bit_set(uint64_t *w, uint32_t k, int on)
+{
+	if (on)
+		w[k / 64] |= 1ull << (k % 64);
+	else
+		w[k / 64] &= ~(1ull << (k % 64));
+}
+
+static int task_busy(const struct ftask *t);
+
+/* Books task ti's queue head and work (queued or in flight) in its level's bits and count, after
+ * anything that may change them. */
+static void note(gmx_policy_t *s, uint32_t ti)
+{
+	struct ftask *t = &s->task[ti];
+	int head = t->queue.head != NULL, busy = task_busy(t);
+	if (head != t->b_head) {
+		t->b_head = head;
+		bit_set(s->qbits[t->priority], s->pos[ti], head);
+	}
+	if (busy != t->b_busy) {
+		t->b_busy = busy;
+		bit_set(s->bbits[t->priority], s->pos[ti], busy);
+		if (busy)
+			s->nbusy[t->priority]++;
+		else
+			s->nbusy[t->priority]--;
+	}
+}
+
+/* Every k set in bits (a level's qbits or bbits), in increasing order, as int k; the bits are
+ * read a word at a time, so the body may clear bits at or before k (not after). */
+#define FOR_BITS(k, bits)                                                                              \
+	for (uint32_t w_ = 0; w_ < GMX_MAX_TASKS / 64; w_++)                                           \
+		for (uint64_t m_ = (bits)[w_]; m_; m_ &= m_ - 1)                                          \
+			for (int k = (int)(w_ * 64 + (uint32_t)__builtin_ctzll(m_)), once_ = 1; once_; once_ = 0)
 
 static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {
@@ -119,11 +162,15 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 		if (!t->done || t->queue.head || t->inflight)
 			return -EBUSY;
 		uint32_t *lv = s->level[t->priority], *n = &s->level_n[t->priority];
-		for (uint32_t k = 0; k < *n; k++)
-			if (lv[k] == task) {
-				lv[k] = lv[--*n];
-				break;
-			}
+		/* Not busy (checked above): its bits are clear; the last task takes its place. */
+		uint32_t k = s->pos[task], last = --*n;
+		lv[k] = lv[last];
+		s->pos[lv[k]] = k;
+		for (int b = 0; b < 2; b++) {
+			uint64_t *bits = b ? s->bbits[t->priority] : s->qbits[t->priority];
+			bit_set(bits, k, (bits[last / 64] >> (last % 64)) & 1);
+			bit_set(bits, last, 0);
+		}
 		free(t->slot);
 		memset(t, 0, sizeof(*t));
 	}
@@ -136,6 +183,7 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	t->prev_done = -1;
 	if (s->params.profiles && task < s->params.n_profiles)
 		t->prof = s->params.profiles[task];
+	s->pos[task] = s->level_n[priority];
 	s->level[priority][s->level_n[priority]++] = task;
 	s->gen++;
 	if (task + 1 > s->n_tasks)
@@ -181,6 +229,7 @@ static void account_release(gmx_policy_t *s, uint32_t ti, const gmx_cmd_t *c, in
 	t->inflight++;
 	t->head_since = now;
 	s->last_task = (int)ti;
+	note(s, ti);
 }
 
 static void release(gmx_policy_t *s, uint32_t ti)
@@ -208,14 +257,14 @@ int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t now, int64_t ga
 	 * kernels would slow each other, so the gap is budgeted as if serial. */
 	int64_t placed = 0;
 	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++)
-		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+		FOR_BITS(k, s->bbits[l]) { /* a task with no work has busy_until <= now */
 			int64_t b = s->task[s->level[l][k]].busy_until - now;
 			if (b > placed)
 				placed = b;
 		}
 	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++) {
 		int64_t best = -1;
-		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+		FOR_BITS(k, s->qbits[l]) {
 			uint32_t ti = s->level[l][k];
 			const ftask_t *t = &s->task[ti];
 			if (!t->queue.head || t->inflight >= s->params.inflight_max)
@@ -327,18 +376,19 @@ static void dispatch(gmx_policy_t *s)
 	int hp = hp_level(s);
 	if (hp < 0)
 		return;
-	int hp_busy = 0;
-	for (uint32_t k = 0; k < s->level_n[hp]; k++) {
+	/* Only tasks with a queue head (their level's bits, in level order): an event costs the same
+	 * however many tasks share the level. */
+	FOR_BITS(k, s->qbits[hp]) {
 		uint32_t ti = s->level[hp][k];
 		ftask_t *t = &s->task[ti];
 		while (t->queue.head && t->inflight < s->params.inflight_max)
 			release(s, ti);
-		hp_busy |= t->inflight > 0 || t->queue.head != NULL;
 	}
+	int hp_busy = s->nbusy[hp] > 0;
 	int64_t wake = INT64_MAX;
 	/* Starvation bound: heads that waited starve_ns go now. */
 	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
-		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+		FOR_BITS(k, s->qbits[l]) {
 			uint32_t ti = s->level[l][k];
 			ftask_t *t = &s->task[ti];
 			if (!t->queue.head || t->inflight)
@@ -354,8 +404,7 @@ static void dispatch(gmx_policy_t *s)
 	 * launch dispatches again). */
 	int lower_busy = 0;
 	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS && !lower_busy; l++)
-		for (uint32_t k = 0; k < s->level_n[l] && !lower_busy; k++)
-			lower_busy = task_busy(&s->task[s->level[l][k]]);
+		lower_busy = s->nbusy[l] > 0;
 	int free_run = 0;
 	if (!hp_busy && lower_busy) {
 		int64_t recheck;
@@ -363,7 +412,7 @@ static void dispatch(gmx_policy_t *s)
 		free_run = g == INT64_MAX;
 		if (g == INT64_MAX) {
 			for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
-				for (uint32_t k = 0; k < s->level_n[l]; k++) {
+				FOR_BITS(k, s->qbits[l]) {
 					uint32_t ti = s->level[l][k];
 					if (s->task[ti].queue.head && !s->task[ti].inflight)
 						release_lp(s, ti, now);
@@ -416,6 +465,7 @@ static void fk_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 	if (!t->queue.head)
 		t->head_since = now;
 	gmx_cmd_queue_push(&t->queue, cmd);
+	note(s, cmd->task);
 	dispatch(s);
 }
 
@@ -425,6 +475,7 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 	int64_t now = s->dev.now(s->dev.ctx);
 	if (t->inflight)
 		t->inflight--;
+	note(s, cmd->task);
 	/* Re-base the task's predicted busy time on what is still in flight. */
 	t->busy_until = now;
 	int64_t released = -1;

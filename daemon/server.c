@@ -261,13 +261,30 @@ static void tell_cut(const client_t *c)
 			 strerror(errno));
 }
 
+/* Whether c holds work past the liveness limit at `now` (unresponsive_ms since its last progress). */
+static int overdue(const client_t *c, int64_t now, int64_t limit)
+{
+	return c->used && !c->dead && !c->cut && (c->inflight > 0 || c->evicts > 0) && now - c->last_progress > limit;
+}
+
 void gmxd__tick(int64_t now)
 {
 	int64_t limit = SRV.cfg->unresponsive_ms * 1000000LL;
+	/* A client that looks overdue but has said something since the rings were last read (the
+	 * loop may have lost the CPU between that read and now, while the client reported a whole
+	 * batch) is read first: its completions are its progress. Never inside a policy call. */
+	int unread = 0;
+	GMXD_FOR_LIVE(t) {
+		const client_t *c = &SRV.cl[t];
+		if (overdue(c, now, limit) &&
+		    __atomic_load_n(&c->region->up.tail, __ATOMIC_ACQUIRE) != __atomic_load_n(&c->region->up.head, __ATOMIC_RELAXED))
+			unread = 1;
+	}
+	if (unread && !SRV.in_policy)
+		gmxd__poll_rings();
 	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
-		if (c->used && !c->dead && !c->cut && (c->inflight > 0 || c->evicts > 0) &&
-		    now - c->last_progress > limit) {
+		if (overdue(c, now, limit)) {
 			char why[128];
 			snprintf(why, sizeof why, "unresponsive: no completion for %lld ms",
 				 (long long)((now - c->last_progress) / 1000000));

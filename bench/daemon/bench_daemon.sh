@@ -29,6 +29,9 @@
 # The stand-in runs with GPUMUX_STANDIN_FAST=1 (docs/standin.md) but for those clients.
 # Usage: bench_daemon.sh BUILD_DIR [POLICY]   Prints a table, then one JSON line.
 #   QUICK=1: fewer requests, repeats and shorter windows (~1/3 of the time).
+#   CPU_ONLY=1: part 4 alone (its table and a JSON line of its figures); TARGETS="100000" and
+#   CLIENTS="1 8 64" choose its runs; GPUMUXD_BEFORE=path: another gpumuxd (an earlier build) run in
+#   turns with this one at each point, its figures beside ("before"), to compare builds in one run.
 set -eu
 B=$(cd "$1" && pwd) POLICY=${2:-fikit}
 C=$B/tests/e2e/e2e_client G=$B/gpumux D=$B/gpumuxd
@@ -47,6 +50,7 @@ HZ=$(getconf CLK_TCK)
 # 64 clients and the bench's own status requests: more than the default max_clients (32).
 printf '[daemon]\nmax_clients = 100\nmax_clients_per_user = 100\n' >"$W/gpumuxd.ini"
 
+TARGETS=${TARGETS:-10000 100000 500000} CLIENTS=${CLIENTS:-1 8 64} DB=${GPUMUXD_BEFORE:-}
 med() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 calc() { echo "$1" | bc -l; }
 
@@ -59,8 +63,8 @@ lat() { # dir name
         awk '{v[NR] = $1} END {printf "%.1f %.1f\n", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1]}'
 }
 
-start_daemon() { # dir
-    "$D" --foreground --config "$W/gpumuxd.ini" --runtime-dir "$1" --policy "$POLICY" 2>"$1/daemon.log" &
+start_daemon() { # dir [gpumuxd]
+    "${2:-$D}" --foreground --config "$W/gpumuxd.ini" --runtime-dir "$1" --policy "$POLICY" 2>"$1/daemon.log" &
     DPID=$!
     for _ in $(seq 100); do GPUMUX_RUNTIME_DIR=$1 "$G" status >/dev/null 2>&1 && break; sleep 0.05; done
 }
@@ -98,6 +102,8 @@ run() {
     lat "$dir" hp
 }
 
+mrow() { tr ' ' '\n' <<<"$1" | grep . | med; } # median of a space-separated list
+if [ "${CPU_ONLY:-0}" != 1 ]; then
 # 1. HP beside LP.
 read -r a50 a99 < <(run direct 0 alone)
 read -r s50 s99 < <(run direct 1 shared)
@@ -123,7 +129,6 @@ for r in $(seq "$REPS"); do
         add50[$k]+="$(calc "$g50 - $b50") "
     done
 done
-mrow() { tr ' ' '\n' <<<"$1" | grep . | med; } # median of a space-separated list
 
 # 3. Launch rate of one client: MODE bare|passthrough|queue|daemon; prints launches/s.
 rate_run() {
@@ -158,6 +163,7 @@ for r in $(seq "$REPS"); do
         srate[$m]+="${y[$m]} " sratio[$m]+="$(calc "${y[$m]} / ${y[bare]}") "
     done
 done
+fi
 
 # 4. Daemon CPU per kernel: TARGET kernels/s in all, NC clients; prints
 # "kernels/s us/kernel kernels cpu_ms sleeps_per_kernel client_us_per_kernel client_sleeps_per_kernel
@@ -179,11 +185,11 @@ clients_at() { # dir line count: waits until count clients wrote line
 # The clients' rate: all launches over the longest client's own time from first launch to last end.
 rate_of() { cat "$1"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\).*/\1 \2/p" |
     awk '{n += $1; if ($2 > t) t = $2} END {printf "%.0f %d\n", n / (t / 1e9), n}'; }
-cpu_run() {
-    local target=$1 nc=$2 dir=$W/cpu-$1-$2 pids= t0 t1 s0 s1 c0 c1 v0 v1 w0 w1 kus fast=1
+cpu_run() { # target clients [gpumuxd]
+    local target=$1 nc=$2 dir=$W/cpu-$1-$2${3:+-before} pids= t0 t1 s0 s1 c0 c1 v0 v1 w0 w1 kus fast=1
     [ "$nc" -gt 1 ] && fast=0 # many waiting clients would spin on 2 cores: they sleep instead
     use_dir "$dir"
-    start_daemon "$dir"
+    start_daemon "$dir" "${3:-}"
     kus=$(calc "1000000 / $target")
     for i in $(seq "$nc"); do
         GPUMUX_STANDIN_FAST=$fast "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
@@ -227,16 +233,24 @@ bare_run() {
     read -r rt n < <(rate_of "$dir")
     awk -v r="$rt" -v n="$n" -v dc="$((c1 - c0))" -v dv="$((v1 - v0))" 'BEGIN {printf "%s %.2f %.2f\n", r, dc / 1000 / n, dv / n}'
 }
-declare -A crate cus ckern cms cslp cbare ccl cvs cshare bcl bvs
-for t in 10000 100000 500000; do
-    for nc in 1 8 64; do
+declare -A crate cus ckern cms cslp cbare ccl cvs cshare bcl bvs pcrate pcus pcms pcslp pccl pcshare
+before_run() { # target clients: the GPUMUXD_BEFORE daemon at the same point
+    read -r "pcrate[$1-$2]" "pcus[$1-$2]" _ "pcms[$1-$2]" "pcslp[$1-$2]" "pccl[$1-$2]" _ "pcshare[$1-$2]" < <(cpu_run "$1" "$2" "$DB")
+}
+turn=0
+for t in $TARGETS; do
+    for nc in $CLIENTS; do
+        turn=$((turn + 1))
+        [ -n "$DB" ] && [ $((turn % 2)) = 1 ] && before_run "$t" "$nc" # in turns: neither build always first
         read -r "crate[$t-$nc]" "cus[$t-$nc]" "ckern[$t-$nc]" "cms[$t-$nc]" "cslp[$t-$nc]" "ccl[$t-$nc]" "cvs[$t-$nc]" \
             "cshare[$t-$nc]" < <(cpu_run "$t" "$nc")
+        [ -n "$DB" ] && [ $((turn % 2)) = 0 ] && before_run "$t" "$nc"
         read -r "cbare[$t-$nc]" "bcl[$t-$nc]" "bvs[$t-$nc]" < <(bare_run "$t" "$nc")
     done
 done
 
 # ---- table ----
+if [ "${CPU_ONLY:-0}" != 1 ]; then
 r_def=$(calc "$s99 / $a99") r_gmx=$(calc "$gs99 / $ga99")
 printf '%-44s %10s %10s\n' "high-priority request latency (µs)" p50 p99
 printf '%-44s %10.1f %10.1f\n' "alone, no gpumux" "$a50" "$a99"
@@ -260,18 +274,34 @@ for m in passthrough queue daemon; do
     printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
         "$(mrow "${srate[$m]}")" "$(mrow "${sratio[$m]}")"
 done
+fi
 echo
 printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "cpu ms" "sleeps/k" "% core" "bare k/s" "clients µs/k" "client slp/k" "(clients: gpumux / bare)"
-for t in 10000 100000 500000; do
-    for nc in 1 8 64; do
+for t in $TARGETS; do
+    for nc in $CLIENTS; do
         short=$([ "${crate[$t-$nc]}" -lt $((t * 9 / 10)) ] && echo "  target not reached: ${crate[$t-$nc]}/s (bare stand-in: ${cbare[$t-$nc]}/s)" || true)
         printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
             "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${cbare[$t-$nc]}" \
             "${ccl[$t-$nc]} / ${bcl[$t-$nc]}" "${cvs[$t-$nc]} / ${bvs[$t-$nc]}" "$short"
+        [ -n "$DB" ] && printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s\n' "  before" "$nc" "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" \
+            "" "${pcms[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "" "${pccl[$t-$nc]}"
     done
 done
 
 # ---- JSON ----
+if [ "${CPU_ONLY:-0}" = 1 ]; then # part 4 alone: its figures, and the other build's beside
+    j= jb=
+    for t in $TARGETS; do
+        for nc in $CLIENTS; do
+            j+=$(printf '"%s-%s":{"kernels_per_s":%s,"us_per_kernel":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s,"bare_kernels_per_s":%s},' "$t" "$nc" \
+                "${crate[$t-$nc]}" "${cus[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${ccl[$t-$nc]}" "${cbare[$t-$nc]}")
+            [ -n "$DB" ] && jb+=$(printf '"%s-%s":{"kernels_per_s":%s,"us_per_kernel":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s},' "$t" "$nc" \
+                "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "${pccl[$t-$nc]}")
+        done
+    done
+    printf '{"bench":"daemon_cpu","policy":"%s","daemon_cpu_by_target_clients":{%s},"before":{%s}}\n' "$POLICY" "${j%,}" "${jb%,}"
+    exit 0
+fi
 hp_json= hp_abs=
 for k in 5 50 500; do
     hp_json+=$(printf '"%sus":{"p50":%.1f,"p99":%.1f},' "$k" "$(mrow "${op50[$k]}")" "$(mrow "${op99[$k]}")")

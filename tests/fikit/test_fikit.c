@@ -364,6 +364,31 @@ static void test_task_index_reuse(void **state)
 	rig_free(&r, 2);
 }
 
+/* A task that takes a finished task's place in its level (the daemon reuses slots) carries its
+ * queued and in-flight work with it: fikit keeps per-level bits by position, which must move. */
+static void test_level_books_follow_reuse(void **state)
+{
+	(void)state;
+	rig_t r;
+	int levels[3] = {0, 0, 0};
+	int64_t dur[3] = {100000, 100000, 100000};
+	rig_init(&r, levels, dur, 3);
+	uint32_t bound = 0;
+	for (int i = 0; i < 8 && r.f.n_sub == (uint32_t)i; i++, bound++)
+		launch(&r, i, 2, 0); /* task 2 fills its in-flight bound, the next one waits */
+	gmx_cmd_t *held = &r.cmd[bound - 1];
+	assert_true(bound >= 2 && r.f.n_sub == bound - 1);
+	r.ops->task_done(r.pol, 0);
+	assert_int_equal(r.ops->task_add(r.pol, 0, 0), 0); /* task 2 moves to task 0's place */
+	r.f.now = 100000;
+	r.ops->on_complete(r.pol, &r.cmd[0]);
+	assert_ptr_equal(r.f.sub[r.f.n_sub - 1], held); /* its waiting kernel goes */
+	gmx_cmd_t *c0 = launch(&r, 20, 0, 0), *c1 = launch(&r, 21, 1, 0);
+	assert_ptr_equal(r.f.sub[r.f.n_sub - 2], c0);
+	assert_ptr_equal(r.f.sub[r.f.n_sub - 1], c1);
+	rig_free(&r, 3);
+}
+
 /* Whether cmd reached the device. */
 static int submitted(const rig_t *r, const gmx_cmd_t *cmd)
 {
@@ -565,7 +590,7 @@ int main(void)
 		cmocka_unit_test(test_context), cmocka_unit_test(test_snapshot),          cmocka_unit_test(test_bestpriofit_cases),
 		cmocka_unit_test(test_switch_cost),      cmocka_unit_test(test_stream_order),
 		cmocka_unit_test(test_starvation_bound), cmocka_unit_test(test_profile_roundtrip),
-		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse),
+		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse), cmocka_unit_test(test_level_books_follow_reuse),
 		cmocka_unit_test(test_hp_gap_is_the_shortest), cmocka_unit_test(test_after_sync_context),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
