@@ -118,6 +118,18 @@ void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uin
 	dev->lease(dev->ctx, task, inflight ? &l : NULL);
 }
 
+uint32_t gmx_lease_depth(int64_t sum_ns, int64_t max_ns, int64_t max2_ns, uint32_t n, uint32_t inflight_max)
+{
+	if (n < 2 || max2_ns > GMX_LEASE_BACKLOG_NS || max_ns > sum_ns || max2_ns > max_ns)
+		return 0;
+	/* B over the mean of all but the longest: how many such commands fit in B */
+	int64_t rest = sum_ns - max_ns;
+	uint64_t d = rest > 0 ? (uint64_t)GMX_LEASE_BACKLOG_NS * (n - 1) / (uint64_t)rest : GMX_LEASE_DEPTH_MAX;
+	if (d > GMX_LEASE_DEPTH_MAX)
+		d = GMX_LEASE_DEPTH_MAX;
+	return d > inflight_max ? (uint32_t)d : 0;
+}
+
 void gmx_cmd_queue_push(gmx_cmd_queue_t *q, gmx_cmd_t *cmd)
 {
 	cmd->next = NULL;

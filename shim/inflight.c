@@ -60,7 +60,7 @@ static void event_put(gmx_sq *q, CUevent e)
 /* Nonzero when q's newest in-flight command has no completion event yet. */
 int gmx_q_tail_unmarked(const gmx_sq *q)
 {
-	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max];
+	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap];
 }
 
 /* Before a command is released onto q: if q's newest in-flight command has no completion event,
@@ -88,7 +88,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 	if (!e)
 		return;
 	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
-		q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max] = e;
+		q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap] = e;
 		gmx_q.events_recorded++;
 	} else {
 		event_put(q, e);
@@ -111,7 +111,7 @@ int gmx_q_track(gmx_sq *q, uint64_t seq)
 		}
 		gmx_q.events_recorded++;
 	}
-	int at = (q->rhead + q->rlen) % gmx_q.inflight_max;
+	int at = (q->rhead + q->rlen) % gmx_q.ring_cap;
 	q->ring[at] = e;
 	q->ring_seq[at] = seq;
 	q->rlen++;
@@ -127,7 +127,7 @@ static uint64_t retire_quiet(gmx_sq *q, CUresult r)
 	uint64_t seq = q->ring_seq[q->rhead];
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
-	q->rhead = (q->rhead + 1) % gmx_q.inflight_max;
+	q->rhead = (q->rhead + 1) % gmx_q.ring_cap;
 	q->rlen--;
 	gmx_q.inflight--;
 	if (e)

@@ -209,6 +209,24 @@ int gmx_lease_same(const gmx_lease_t *a, const gmx_lease_t *b);
  * on devices without leases. */
 void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uint32_t inflight, int64_t until);
 
+/* A lease sized by time (fikit's lone best-priority task, docs/daemon.md "Leases"): the task may
+ * have more than inflight_max commands in flight while their predicted total duration stays
+ * within GMX_LEASE_BACKLOG_NS, what a better-priority task arriving may wait for the backlog
+ * besides one kernel of the task. The prediction is the mean of the task's last
+ * GMX_LEASE_WINDOW measured commands (each from the later of its release and the previous
+ * completion to its completion) but the longest, taken only when at most that one took longer
+ * than the budget (a measurement also catches the task's host being descheduled). */
+#define GMX_LEASE_BACKLOG_NS 50000LL /* 50 us: a round trip through the daemon's own scale */
+#define GMX_LEASE_WINDOW 64u         /* commands measured per decision */
+#define GMX_LEASE_DEPTH_MAX 64u      /* commands in flight under such a lease at most */
+
+/* The in-flight bound a time-sized lease gives after a window of n measured commands whose
+ * durations sum to sum_ns, the longest max_ns and the second longest max2_ns:
+ * GMX_LEASE_BACKLOG_NS over the mean of all but the longest, at most GMX_LEASE_DEPTH_MAX; 0 (no
+ * deeper bound: keep inflight_max) when n < 2, the second longest took longer than the budget,
+ * the figures do not fit together, or the bound is not above inflight_max. */
+uint32_t gmx_lease_depth(int64_t sum_ns, int64_t max_ns, int64_t max2_ns, uint32_t n, uint32_t inflight_max);
+
 /* Per-stream FIFO of commands: the building block every policy queues with. */
 typedef struct gmx_cmd_queue {
 	gmx_cmd_t *head, *tail;
