@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 static void retire_oldest(gmx_sq *q, CUresult r);
+static void retire_all(gmx_sq *q, CUresult r);
 
 /* Nonzero when q's in-flight commands are tracked lazily (gmx_q_mark_tail): an application stream or
  * the shim's per-thread one, whose handle names the same stream whatever the current context. */
@@ -78,8 +79,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
 		q->busy = sr == CUDA_ERROR_NOT_READY;
 		if (sr != CUDA_ERROR_NOT_READY) {
-			while (q->rlen > 0)
-				retire_oldest(q, sr);
+			retire_all(q, sr);
 			return;
 		}
 	}
@@ -143,6 +143,25 @@ static void retire_oldest(gmx_sq *q, CUresult r)
 		gmx_shim_policy->completed(gmx_shim_policy->self, seq);
 }
 
+/* Retires all of q's in-flight commands (its stream found idle; r: the status), telling the policy
+ * in batches where it takes them (completed_n). Lock held. */
+static void retire_all(gmx_sq *q, CUresult r)
+{
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	if (!p->completed_n) {
+		while (q->rlen > 0)
+			retire_oldest(q, r);
+		return;
+	}
+	uint64_t done[GMX_DONE_BATCH];
+	while (q->rlen > 0) {
+		unsigned n = 0;
+		while (q->rlen > 0 && n < GMX_DONE_BATCH)
+			done[n++] = retire_quiet(q, r);
+		p->completed_n(p->self, done, n);
+	}
+}
+
 /* Retires completed in-flight commands: oldest first, each by its event, and a command without
  * one (with all after it) once its stream is idle. Lock held. */
 void gmx_q_reap(void)
@@ -165,8 +184,7 @@ void gmx_q_reap(void)
 				continue;
 			}
 			q->busy = 0;
-			while (q->rlen > 0) /* the stream is idle: everything released onto it completed */
-				retire_oldest(q, r);
+			retire_all(q, r); /* the stream is idle: everything released onto it completed */
 		}
 	}
 }
