@@ -118,13 +118,14 @@ void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uin
 	dev->lease(dev->ctx, task, inflight ? &l : NULL);
 }
 
-uint32_t gmx_lease_depth(int64_t sum_ns, int64_t max_ns, int64_t max2_ns, uint32_t n, uint32_t inflight_max)
+uint32_t gmx_lease_depth(int64_t short_sum_ns, uint32_t n_short, uint32_t n_long, uint32_t inflight_max)
 {
-	if (n < 2 || max2_ns > GMX_LEASE_BACKLOG_NS || max_ns > sum_ns || max2_ns > max_ns)
+	if (n_short == 0 || n_long > GMX_LEASE_LONG_MAX || short_sum_ns < 0 ||
+	    short_sum_ns > (int64_t)n_short * GMX_LEASE_BACKLOG_NS)
 		return 0;
-	/* B over the mean of all but the longest: how many such commands fit in B */
-	int64_t rest = sum_ns - max_ns;
-	uint64_t d = rest > 0 ? (uint64_t)GMX_LEASE_BACKLOG_NS * (n - 1) / (uint64_t)rest : GMX_LEASE_DEPTH_MAX;
+	/* B over the mean of the short ones: how many such commands fit in B */
+	uint64_t d = short_sum_ns > 0 ? (uint64_t)GMX_LEASE_BACKLOG_NS * n_short / (uint64_t)short_sum_ns
+				      : GMX_LEASE_DEPTH_MAX;
 	if (d > GMX_LEASE_DEPTH_MAX)
 		d = GMX_LEASE_DEPTH_MAX;
 	return d > inflight_max ? (uint32_t)d : 0;

@@ -70,8 +70,8 @@ typedef struct ftask {
 	gmx_lease_t lease; /* what the device was told */
 	uint32_t nslot;	   /* slots in use at some time (the loops over slots stop there) */
 	/* the time-sized lease (gmx_lease_depth): the window being measured and the bound it gave */
-	uint32_t w_n, depth;
-	int64_t w_sum, w_max, w_max2; /* their sum, the longest and the second longest */
+	uint32_t w_n, w_long, depth; /* measured; of them longer than the budget; the bound */
+	int64_t w_sum;		     /* the time the others took */
 } ftask_t;
 
 struct gmx_policy {
@@ -298,12 +298,12 @@ static int task_busy(const ftask_t *t)
 	return t->queue.head || t->inflight;
 }
 
-/* Forgets t's time-sized lease and its window (a kernel of unknown duration, or two longer than
- * the whole budget): the count bound holds until a new window is measured. */
+/* Forgets t's time-sized lease and its window (a kernel of unknown duration, or more longer
+ * than the budget than GMX_LEASE_LONG_MAX): the count bound holds until a new window is measured. */
 static void lease_forget(gmx_policy_t *s, ftask_t *t)
 {
-	t->w_n = 0;
-	t->w_sum = t->w_max = t->w_max2 = 0;
+	t->w_n = t->w_long = 0;
+	t->w_sum = 0;
 	if (t->depth) {
 		t->depth = 0;
 		s->gen++; /* update_leases passes over the tasks again */
@@ -312,25 +312,20 @@ static void lease_forget(gmx_policy_t *s, ftask_t *t)
 
 /* One more command of t took dur_ns (from the later of its release and the task's previous
  * completion to its completion): every GMX_LEASE_WINDOW of them decide t's time-sized lease
- * (gmx_lease_depth); a second one longer than the budget in a window ends it at once. */
+ * (gmx_lease_depth); more than GMX_LEASE_LONG_MAX longer than the budget end it at once. */
 static void lease_learn(gmx_policy_t *s, ftask_t *t, int64_t dur)
 {
-	t->w_sum += dur;
-	if (dur > t->w_max) {
-		t->w_max2 = t->w_max;
-		t->w_max = dur;
-	} else if (dur > t->w_max2) {
-		t->w_max2 = dur;
-	}
-	if (t->w_max2 > GMX_LEASE_BACKLOG_NS) {
-		lease_forget(s, t); /* two longer than the budget: not a short-kernel task */
+	if (dur > GMX_LEASE_BACKLOG_NS && ++t->w_long > GMX_LEASE_LONG_MAX) {
+		lease_forget(s, t); /* more long ones than a short-kernel task has */
 		return;
 	}
+	if (dur <= GMX_LEASE_BACKLOG_NS)
+		t->w_sum += dur;
 	if (++t->w_n < GMX_LEASE_WINDOW)
 		return;
-	uint32_t d = gmx_lease_depth(t->w_sum, t->w_max, t->w_max2, t->w_n, s->params.inflight_max);
-	t->w_n = 0;
-	t->w_sum = t->w_max = t->w_max2 = 0;
+	uint32_t d = gmx_lease_depth(t->w_sum, t->w_n - t->w_long, t->w_long, s->params.inflight_max);
+	t->w_n = t->w_long = 0;
+	t->w_sum = 0;
 	if (d != t->depth) {
 		t->depth = d;
 		s->gen++;
