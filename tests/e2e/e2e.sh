@@ -149,7 +149,8 @@ lease_fast)
     [ "$(num completion_events)" = 0 ] || fail "$(num completion_events) completion events recorded for kernels complete by the next launch"
     # The dispatcher polls completions while launches go on instead of being woken for each
     # (a futex call and a lock hand-over per launch), and the stream is asked about completions
-    # only when the lease's bound needs one (inflight = 2: one query per two launches), and
+    # only when the lease's bound needs one (at most one per two launches at inflight = 2; fewer
+    # once the lease is sized by time, e2e_lease_deep), and
     # then before the policy's one call for that launch.
     [ "$(num dispatcher_wakes)" -le 300 ] || fail "the dispatcher was woken $(num dispatcher_wakes) times for 3000 leased launches (expected a few: it polls while launches go on)"
     [ "$(num stream_queries)" -le 1600 ] || fail "$(num stream_queries) stream queries for 3000 leased launches (expected at most one per two, the lease's bound)"
