@@ -68,7 +68,10 @@ typedef struct ftask {
 	uint64_t p_id, p_prev;
 	int64_t p_dur, p_end;
 	gmx_lease_t lease; /* what the device was told */
-	uint32_t nslot;	   /* slots in use at some time (the loops over slots stop there) */
+	/* slots in use: [0, span) (inflight_max, or the deepest time-sized lease granted), taken and
+	 * freed from cursors (commands mostly complete in release order), their predictions' sum */
+	uint32_t span, slot_at, done_at;
+	int64_t pred_sum;
 	/* the time-sized lease (gmx_lease_depth): the window being measured and the bound it gave */
 	uint32_t w_n, w_long, depth; /* measured; of them longer than the budget; the bound */
 	int64_t w_sum;		     /* the time the others took */
@@ -141,6 +144,7 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 	if (!t->slot)
 		return -ENOMEM;
 	t->present = 1;
+	t->span = s->params.inflight_max;
 	t->priority = priority;
 	t->last_end = -1;
 	t->prev_done = -1;
@@ -180,13 +184,15 @@ static void account_release(gmx_policy_t *s, uint32_t ti, const gmx_cmd_t *c, in
 	int64_t pred = d > 0 ? d : 0;
 	/* At most slot_cap commands of a task are in flight (its lease bounds them), so a slot is
 	 * free; were none, the command would simply go unmeasured. */
-	for (uint32_t r = 0; r < slot_cap(s); r++)
+	for (uint32_t k = 0; k < t->span; k++) {
+		uint32_t r = (t->slot_at + k) % t->span;
 		if (!t->slot[r].used) {
 			t->slot[r] = (fslot_t){.seq = c->seq, .released = now, .pred = pred, .used = 1};
-			if (r >= t->nslot)
-				t->nslot = r + 1;
+			t->slot_at = (r + 1) % t->span;
+			t->pred_sum += pred;
 			break;
 		}
+	}
 	t->busy_until = (t->busy_until > now ? t->busy_until : now) + pred;
 	if (c->kernel_id)
 		t->sub_last = c->kernel_id;
@@ -328,6 +334,8 @@ static void lease_learn(gmx_policy_t *s, ftask_t *t, int64_t dur)
 	t->w_sum = 0;
 	if (d != t->depth) {
 		t->depth = d;
+		if (d > t->span)
+			t->span = d; /* its slots: d in flight */
 		s->gen++;
 	}
 }
@@ -477,17 +485,19 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 	int64_t now = s->dev.now(s->dev.ctx);
 	if (t->inflight)
 		t->inflight--;
-	/* Re-base the task's predicted busy time on what is still in flight. */
-	t->busy_until = now;
 	int64_t released = -1;
-	for (uint32_t r = 0; r < t->nslot; r++) {
+	for (uint32_t k = 0; k < t->span; k++) {
+		uint32_t r = (t->done_at + k) % t->span;
 		if (t->slot[r].used && t->slot[r].seq == cmd->seq) {
 			released = t->slot[r].released;
 			t->slot[r].used = 0;
-		} else if (t->slot[r].used) {
-			t->busy_until += t->slot[r].pred;
+			t->pred_sum -= t->slot[r].pred;
+			t->done_at = (r + 1) % t->span;
+			break;
 		}
 	}
+	/* Re-base the task's predicted busy time on what is still in flight. */
+	t->busy_until = now + t->pred_sum;
 	if (released >= 0)
 		lease_learn(s, t, now - (t->prev_done > released ? t->prev_done : released));
 	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
