@@ -445,7 +445,7 @@ static tens_t densenet201(net_t *n, tens_t *x)
 /* Concatenates k branch outputs and frees them. */
 static tens_t join(net_t *n, tens_t *br, uint32_t k)
 {
-	const tens_t *p[8];
+	const tens_t *p[8] = {0};
 	for (uint32_t i = 0; i < k; i++)
 		p[i] = &br[i];
 	tens_t y = cat(n, p, k);

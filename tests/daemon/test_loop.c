@@ -56,6 +56,19 @@ static void test_drain_interval_while_nobody_waits(void **state)
 	gmxd__fini();
 }
 
+/* Reads one byte of every page of [p, p + len). Not instrumented: AddressSanitizer's check of
+ * each read would touch its shadow memory, whose first use of a page is itself a minor fault. */
+#if defined(__clang__) || defined(__GNUC__)
+__attribute__((no_sanitize_address))
+#endif
+static unsigned touch_pages(const volatile unsigned char *p, size_t len)
+{
+	unsigned sum = 0;
+	for (size_t o = 0; o < len; o += 4096)
+		sum += p[o];
+	return sum;
+}
+
 /* A client's region is mapped populated: the loop's reads of its rings, page after page as they
  * wrap, never fault (a trap into the kernel each, several µs in a virtual machine). */
 static void test_region_populated(void **state)
@@ -66,11 +79,9 @@ static void test_region_populated(void **state)
 	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
 	const volatile unsigned char *p = (const volatile unsigned char *)SRV.cl[task_of(&a)].region;
 	struct rusage r0, r1;
-	assert_int_equal(getrusage(RUSAGE_SELF, &r0), 0);
-	unsigned sum = 0;
-	for (size_t o = 0; o < sizeof(gmx_shm_region_t); o += 4096)
-		sum += p[o];
-	assert_int_equal(getrusage(RUSAGE_SELF, &r1), 0);
+	assert_int_equal(getrusage(RUSAGE_THREAD, &r0), 0);
+	unsigned sum = touch_pages(p, sizeof(gmx_shm_region_t));
+	assert_int_equal(getrusage(RUSAGE_THREAD, &r1), 0);
 	(void)sum;
 	assert_int_equal(r1.ru_minflt - r0.ru_minflt, 0);
 	bye(&a);
