@@ -118,6 +118,19 @@ void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uin
 	dev->lease(dev->ctx, task, inflight ? &l : NULL);
 }
 
+uint32_t gmx_lease_depth(int64_t short_sum_ns, uint32_t n_short, uint32_t n_long, uint32_t inflight_max)
+{
+	if (n_short == 0 || n_long > GMX_LEASE_LONG_MAX || short_sum_ns < 0 ||
+	    short_sum_ns > (int64_t)n_short * GMX_LEASE_BACKLOG_NS)
+		return 0;
+	/* B over the mean of the short ones: how many such commands fit in B */
+	uint64_t d = short_sum_ns > 0 ? (uint64_t)GMX_LEASE_BACKLOG_NS * n_short / (uint64_t)short_sum_ns
+				      : GMX_LEASE_DEPTH_MAX;
+	if (d > GMX_LEASE_DEPTH_MAX)
+		d = GMX_LEASE_DEPTH_MAX;
+	return d > inflight_max ? (uint32_t)d : 0;
+}
+
 void gmx_cmd_queue_push(gmx_cmd_queue_t *q, gmx_cmd_t *cmd)
 {
 	cmd->next = NULL;

@@ -58,7 +58,7 @@ typedef struct ftask {
 	uint64_t sub_last;           /* last released kernel: the context of the head */
 	int64_t last_end;            /* last completion; -1 never */
 	int64_t head_since;          /* when the current head became head */
-	/* measuring: one slot per command in flight (at most inflight_max), found by seq; a
+	/* measuring: one slot per command in flight (at most slot_cap), found by seq; a
 	 * slot per task, not by seq modulo the bound, since seq is device-wide and other tasks'
 	 * commands fall between this task's */
 	fslot_t *slot;
@@ -69,6 +69,13 @@ typedef struct ftask {
 	int64_t p_dur, p_end;
 	gmx_lease_t lease; /* what the device was told */
 	int b_head, b_busy; /* as last noted in its level's books (note()) */
+	/* slots in use: [0, span) (inflight_max, or the deepest time-sized lease granted), taken and
+	 * freed from cursors (commands mostly complete in release order), their predictions' sum */
+	uint32_t span, slot_at, done_at;
+	int64_t pred_sum;
+	/* the time-sized lease (gmx_lease_depth): the window being measured and the bound it gave */
+	uint32_t w_n, w_long, depth; /* measured; of them longer than the budget; the bound */
+	int64_t w_sum;		     /* the time the others took */
 } ftask_t;
 
 struct gmx_policy {
@@ -151,6 +158,12 @@ static void fk_destroy(gmx_policy_t *s)
 	free(s);
 }
 
+/* Slots per task: a command in flight each, under a time-sized lease too. */
+static uint32_t slot_cap(const gmx_policy_t *s)
+{
+	return s->params.inflight_max > GMX_LEASE_DEPTH_MAX ? s->params.inflight_max : GMX_LEASE_DEPTH_MAX;
+}
+
 static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 {
 	if (task >= GMX_MAX_TASKS || priority < 0 || priority >= GMX_PRIORITY_LEVELS)
@@ -174,10 +187,11 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 		free(t->slot);
 		memset(t, 0, sizeof(*t));
 	}
-	t->slot = calloc(s->params.inflight_max, sizeof(*t->slot));
+	t->slot = calloc(slot_cap(s), sizeof(*t->slot));
 	if (!t->slot)
 		return -ENOMEM;
 	t->present = 1;
+	t->span = s->params.inflight_max;
 	t->priority = priority;
 	t->last_end = -1;
 	t->prev_done = -1;
@@ -216,13 +230,17 @@ static void account_release(gmx_policy_t *s, uint32_t ti, const gmx_cmd_t *c, in
 	ftask_t *t = &s->task[ti];
 	int64_t now = s->dev.now(s->dev.ctx);
 	int64_t pred = d > 0 ? d : 0;
-	/* At most inflight_max commands of a task are in flight, so a slot is free; were none,
-	 * the command would simply go unmeasured. */
-	for (uint32_t r = 0; r < s->params.inflight_max; r++)
+	/* At most slot_cap commands of a task are in flight (its lease bounds them), so a slot is
+	 * free; were none, the command would simply go unmeasured. */
+	for (uint32_t k = 0; k < t->span; k++) {
+		uint32_t r = (t->slot_at + k) % t->span;
 		if (!t->slot[r].used) {
 			t->slot[r] = (fslot_t){.seq = c->seq, .released = now, .pred = pred, .used = 1};
+			t->slot_at = (r + 1) % t->span;
+			t->pred_sum += pred;
 			break;
 		}
+	}
 	t->busy_until = (t->busy_until > now ? t->busy_until : now) + pred;
 	if (c->kernel_id)
 		t->sub_last = c->kernel_id;
@@ -335,8 +353,45 @@ static int task_busy(const ftask_t *t)
 	return t->queue.head || t->inflight;
 }
 
+/* Forgets t's time-sized lease and its window (a kernel of unknown duration, or more longer
+ * than the budget than GMX_LEASE_LONG_MAX): the count bound holds until a new window is measured. */
+static void lease_forget(gmx_policy_t *s, ftask_t *t)
+{
+	t->w_n = t->w_long = 0;
+	t->w_sum = 0;
+	if (t->depth) {
+		t->depth = 0;
+		s->gen++; /* update_leases passes over the tasks again */
+	}
+}
+
+/* One more command of t took dur_ns (from the later of its release and the task's previous
+ * completion to its completion): every GMX_LEASE_WINDOW of them decide t's time-sized lease
+ * (gmx_lease_depth); more than GMX_LEASE_LONG_MAX longer than the budget end it at once. */
+static void lease_learn(gmx_policy_t *s, ftask_t *t, int64_t dur)
+{
+	if (dur > GMX_LEASE_BACKLOG_NS && ++t->w_long > GMX_LEASE_LONG_MAX) {
+		lease_forget(s, t); /* more long ones than a short-kernel task has */
+		return;
+	}
+	if (dur <= GMX_LEASE_BACKLOG_NS)
+		t->w_sum += dur;
+	if (++t->w_n < GMX_LEASE_WINDOW)
+		return;
+	uint32_t d = gmx_lease_depth(t->w_sum, t->w_n - t->w_long, t->w_long, s->params.inflight_max);
+	t->w_n = t->w_long = 0;
+	t->w_sum = 0;
+	if (d != t->depth) {
+		t->depth = d;
+		if (d > t->span)
+			t->span = d; /* its slots: d in flight */
+		s->gen++;
+	}
+}
+
 /* Leases (docs/fikit.md): the HP level's tasks release up to inflight_max commands without
- * asking (they are released at once anyway), except while lower levels run freely (the HP
+ * asking (they are released at once anyway; a task alone at that level, up to the time-sized
+ * bound its recent commands give, lease_learn), except while lower levels run freely (the HP
  * level idle past every gap it ever left) and have work: then the best lower level with work
  * holds leases of one command in flight per task, as the free run releases, and gives them up
  * the moment a better-priority task launches. Every other task holds none. */
@@ -357,13 +412,16 @@ static void update_leases(gmx_policy_t *s, int hp, int free_run)
 	s->lease_hp = hp;
 	s->lease_lower = key;
 	s->lease_gen = s->gen;
+	uint32_t hp_live = 0; /* a lone task of the HP level may hold a time-sized lease */
+	for (uint32_t k = 0; k < s->level_n[hp]; k++)
+		hp_live += !s->task[s->level[hp][k]].done;
 	for (int l = hp; l < GMX_PRIORITY_LEVELS; l++)
 		for (uint32_t k = 0; k < s->level_n[l]; k++) {
 			uint32_t ti = s->level[l][k];
 			ftask_t *t = &s->task[ti];
 			uint32_t n = 0;
 			if (!t->done && l == hp && !lp_run)
-				n = s->params.inflight_max;
+				n = hp_live == 1 && t->depth ? t->depth : s->params.inflight_max;
 			else if (!t->done && lp_run && l == lower)
 				n = 1;
 			gmx_lease_set(&s->dev, ti, &t->lease, n, 0);
@@ -458,6 +516,8 @@ static void fk_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 	if (s->params.profile_learn)
 		learn_flush(t, now - t->p_end);
 	if (cmd->leased) { /* released under its lease: in flight already, measured as any */
+		if (t->depth && cmd->kernel_id && t->prof && !gmx_kprof_find(t->prof, cmd->kernel_id, 0))
+			lease_forget(s, t); /* a kernel never measured: its duration is unknown */
 		account_release(s, cmd->task, cmd, cmd_pred(s, t, cmd));
 		dispatch(s);
 		return;
@@ -476,17 +536,21 @@ static void fk_on_complete(gmx_policy_t *s, gmx_cmd_t *cmd)
 	if (t->inflight)
 		t->inflight--;
 	note(s, cmd->task);
-	/* Re-base the task's predicted busy time on what is still in flight. */
-	t->busy_until = now;
 	int64_t released = -1;
-	for (uint32_t r = 0; r < s->params.inflight_max; r++) {
+	for (uint32_t k = 0; k < t->span; k++) {
+		uint32_t r = (t->done_at + k) % t->span;
 		if (t->slot[r].used && t->slot[r].seq == cmd->seq) {
 			released = t->slot[r].released;
 			t->slot[r].used = 0;
-		} else if (t->slot[r].used) {
-			t->busy_until += t->slot[r].pred;
+			t->pred_sum -= t->slot[r].pred;
+			t->done_at = (r + 1) % t->span;
+			break;
 		}
 	}
+	/* Re-base the task's predicted busy time on what is still in flight. */
+	t->busy_until = now + t->pred_sum;
+	if (released >= 0)
+		lease_learn(s, t, now - (t->prev_done > released ? t->prev_done : released));
 	if (cmd->kind == GMX_OP_KERNEL && cmd->kernel_id) {
 		uint64_t ctx = t->last_id;
 		if (t->host_wait && !t->queue.head && !t->inflight)

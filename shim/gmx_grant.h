@@ -82,6 +82,9 @@ typedef struct gmx_grant_ops {
 	/* May be NULL. Called by the dispatcher at each poll and before it sleeps without a timeout:
 	 * the policy hands over what it keeps back to report in batches. Under the queue lock. */
 	void (*flush)(void *self);
+	/* May be NULL. completed() for each of the n commands in seqs[] (oldest first), seen complete
+	 * together: one call where a policy would otherwise take its lock n times. */
+	void (*completed_n)(void *self, const uint64_t *seqs, unsigned n);
 } gmx_grant_ops_t;
 
 /* lease_release's answers; GMX_GRANT_FULL: the lease admits the command, but the policy's channel

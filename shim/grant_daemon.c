@@ -43,11 +43,12 @@ static void grant_prepare(void *self);
 static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint64_t *done, unsigned ndone,
 			       unsigned *room);
 static void grant_flush(void *self);
+static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n);
 static void completed_locked(uint64_t seq, int64_t now);
 
 static const gmx_grant_ops_t g_daemon = {
     "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare,
-    grant_lease_release, grant_flush};
+    grant_lease_release, grant_flush, grant_completed_n};
 
 int gmx_dl_active(void)
 {
@@ -349,6 +350,21 @@ static void grant_completed(void *self, uint64_t seq)
 	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected)
 		completed_locked(seq, 0);
+	pthread_mutex_unlock(&gmx_dl.lock);
+}
+
+/* Completions seen together (a stream found idle): one lock and one time for all of them. */
+static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n)
+{
+	(void)self;
+	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&gmx_dl.lock);
+	if (gmx_dl.connected) {
+		int64_t now = gmx_dl.lease.now ? gmx_dl_stamp_ns() : 0; /* leased ones carry a time */
+		for (unsigned i = 0; i < n; i++)
+			completed_locked(seqs[i], now);
+	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
 

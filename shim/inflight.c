@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 static void retire_oldest(gmx_sq *q, CUresult r);
+static void retire_all(gmx_sq *q, CUresult r);
 
 /* Nonzero when q's in-flight commands are tracked lazily (gmx_q_mark_tail): an application stream or
  * the shim's per-thread one, whose handle names the same stream whatever the current context. */
@@ -60,7 +61,7 @@ static void event_put(gmx_sq *q, CUevent e)
 /* Nonzero when q's newest in-flight command has no completion event yet. */
 int gmx_q_tail_unmarked(const gmx_sq *q)
 {
-	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max];
+	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap];
 }
 
 /* Before a command is released onto q: if q's newest in-flight command has no completion event,
@@ -78,8 +79,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 		CUresult sr = squery ? squery(q->real) : CUDA_ERROR_NOT_READY;
 		q->busy = sr == CUDA_ERROR_NOT_READY;
 		if (sr != CUDA_ERROR_NOT_READY) {
-			while (q->rlen > 0)
-				retire_oldest(q, sr);
+			retire_all(q, sr);
 			return;
 		}
 	}
@@ -88,7 +88,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 	if (!e)
 		return;
 	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
-		q->ring[(q->rhead + q->rlen - 1) % gmx_q.inflight_max] = e;
+		q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap] = e;
 		gmx_q.events_recorded++;
 	} else {
 		event_put(q, e);
@@ -111,7 +111,7 @@ int gmx_q_track(gmx_sq *q, uint64_t seq)
 		}
 		gmx_q.events_recorded++;
 	}
-	int at = (q->rhead + q->rlen) % gmx_q.inflight_max;
+	int at = (q->rhead + q->rlen) % gmx_q.ring_cap;
 	q->ring[at] = e;
 	q->ring_seq[at] = seq;
 	q->rlen++;
@@ -127,7 +127,7 @@ static uint64_t retire_quiet(gmx_sq *q, CUresult r)
 	uint64_t seq = q->ring_seq[q->rhead];
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
-	q->rhead = (q->rhead + 1) % gmx_q.inflight_max;
+	q->rhead = (q->rhead + 1) % gmx_q.ring_cap;
 	q->rlen--;
 	gmx_q.inflight--;
 	if (e)
@@ -141,6 +141,25 @@ static void retire_oldest(gmx_sq *q, CUresult r)
 	uint64_t seq = retire_quiet(q, r);
 	if (gmx_shim_policy->completed)
 		gmx_shim_policy->completed(gmx_shim_policy->self, seq);
+}
+
+/* Retires all of q's in-flight commands (its stream found idle; r: the status), telling the policy
+ * in batches where it takes them (completed_n). Lock held. */
+static void retire_all(gmx_sq *q, CUresult r)
+{
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	if (!p->completed_n) {
+		while (q->rlen > 0)
+			retire_oldest(q, r);
+		return;
+	}
+	uint64_t done[GMX_DONE_BATCH];
+	while (q->rlen > 0) {
+		unsigned n = 0;
+		while (q->rlen > 0 && n < GMX_DONE_BATCH)
+			done[n++] = retire_quiet(q, r);
+		p->completed_n(p->self, done, n);
+	}
 }
 
 /* Retires completed in-flight commands: oldest first, each by its event, and a command without
@@ -165,8 +184,7 @@ void gmx_q_reap(void)
 				continue;
 			}
 			q->busy = 0;
-			while (q->rlen > 0) /* the stream is idle: everything released onto it completed */
-				retire_oldest(q, r);
+			retire_all(q, r); /* the stream is idle: everything released onto it completed */
 		}
 	}
 }

@@ -43,6 +43,7 @@ static void init_once(void)
 {
 	gmx_q.inflight_max =
 	    (int)env_long("GPUMUX_SHIM_INFLIGHT", GMX_INFLIGHT_DEFAULT, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
+	gmx_q.ring_cap = gmx_q.inflight_max > GMX_SHIM_LEASED_MAX ? gmx_q.inflight_max : GMX_SHIM_LEASED_MAX;
 	gmx_q.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
 	__atomic_store_n(&gmx_q.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);

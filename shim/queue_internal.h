@@ -80,6 +80,7 @@ typedef struct {
 	uint64_t seq;
 	size_t queued; /* commands in all queues */
 	int inflight, inflight_max;
+	int ring_cap; /* each stream's in-flight ring: max(inflight_max, GMX_SHIM_LEASED_MAX), the leased path's bound */
 	long poll_ns;
 	int dispatcher;
 	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */

@@ -282,9 +282,10 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 {
 	if (req->kind != GMX_CMD_LAUNCH && req->kind != GMX_CMD_LAUNCH_COOP && req->kind != GMX_CMD_LAUNCH_EX)
 		return GMX_SHIM_DIRECT;
-	if (gmx_q.inflight >= gmx_q.inflight_max)
+	/* The lease bounds what goes under it; the rings hold ring_cap (GMX_SHIM_LEASED_MAX or more). */
+	if (gmx_q.inflight >= gmx_q.ring_cap)
 		gmx_q_reap();
-	if (gmx_q.inflight >= gmx_q.inflight_max || q->ctx != gmx_q_current_ctx())
+	if (gmx_q.inflight >= gmx_q.ring_cap || q->ctx != gmx_q_current_ctx())
 		return GMX_SHIM_DIRECT;
 	if (gmx_shim_log_fd >= 0 && req->extra)
 		return GMX_SHIM_DIRECT; /* its log line shows the copy of the extra buffer */

@@ -7,6 +7,10 @@
 #define GMX_INFLIGHT_DEFAULT 4
 #define GMX_INFLIGHT_MIN 1
 #define GMX_INFLIGHT_MAX 1024
+/* Commands in flight at most on the leased path (gmx_q_leased_straight) when GPUMUX_SHIM_INFLIGHT
+ * is lower: the daemon's lease bounds them (a time-sized lease, core's GMX_LEASE_DEPTH_MAX, goes
+ * up to 64), and each stream's in-flight ring holds this many. */
+#define GMX_SHIM_LEASED_MAX 64
 
 /* How often a waiting thread or the dispatcher re-checks completions and grants (µs). */
 #define GMX_POLL_US_DEFAULT 200

@@ -32,6 +32,9 @@
 #   CPU_ONLY=1: part 4 alone (its table and a JSON line of its figures); TARGETS="100000" and
 #   CLIENTS="1 8 64" choose its runs; GPUMUXD_BEFORE=path: another gpumuxd (an earlier build) run in
 #   turns with this one at each point, its figures beside ("before"), to compare builds in one run.
+#   BASE=OTHER_BUILD_DIR: the launch rate (3) also through that build's interposer and daemon
+#   ("daemon_base", on this build's stand-in), in the same rounds: a change's before and after
+#   side by side (launch_rate_vs_bare.daemon_base in the JSON).
 set -eu
 B=$(cd "$1" && pwd) POLICY=${2:-fikit}
 C=$B/tests/e2e/e2e_client G=$B/gpumux D=$B/gpumuxd
@@ -142,6 +145,10 @@ rate_run() {
         start_daemon "$dir"
         "$G" run --priority 3 --name rate -- "$C" $args
         stop_daemon ;;
+    daemon_base)
+        start_daemon "$dir" "$BASE/gpumuxd"
+        "$BASE/gpumux" run --priority 3 --name rate -- "$C" $args
+        stop_daemon ;;
     esac
     # 64 launches over the median time of a batch of 64 and its synchronisation (e2e_client):
     # a run preempted now and then by other work on the machine hardly moves it. Beside it, the
@@ -151,14 +158,16 @@ rate_run() {
         awk '{printf "%.0f %.0f\n", 64 / ($3 / 1e9), $1 / ($2 / 1e9)}'
 }
 declare -A rate ratio srate sratio
+RMODES="passthrough queue daemon"
+[ -n "${BASE:-}" ] && BASE=$(cd "$BASE" && pwd) RMODES+=" daemon_base"
 for r in $(seq "$REPS"); do
     # Bare first in odd rounds, last in even ones: a position in the round favours no path.
-    order="bare passthrough queue daemon"
-    [ $((r % 2)) = 0 ] && order="daemon queue passthrough bare"
+    order="bare $RMODES"
+    [ $((r % 2)) = 0 ] && order="$(tr ' ' '\n' <<<"$order" | tac | tr '\n' ' ')"
     declare -A x=() y=()
     for m in $order; do read -r "x[$m]" "y[$m]" < <(rate_run $m "$r"); done
     rate[bare]+="${x[bare]} " srate[bare]+="${y[bare]} "
-    for m in passthrough queue daemon; do
+    for m in $RMODES; do
         rate[$m]+="${x[$m]} " ratio[$m]+="$(calc "${x[$m]} / ${x[bare]}") "
         srate[$m]+="${y[$m]} " sratio[$m]+="$(calc "${y[$m]} / ${y[bare]}") "
     done
@@ -270,8 +279,8 @@ done
 echo
 printf '%-30s %12s %9s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "sustained/s" "vs bare" "(medians of $REPS rounds; ratio within a round)"
 printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1 "$(mrow "${srate[bare]}")" 1
-for m in passthrough queue daemon; do
-    printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
+for m in $RMODES; do
+    printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")$([ $m = daemon_base ] && echo " (BASE)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
         "$(mrow "${srate[$m]}")" "$(mrow "${sratio[$m]}")"
 done
 fi
@@ -325,8 +334,9 @@ printf '"hp_alone_overhead_pct":{%s},"hp_alone_latency_us":{%s},"hp_alone_added_
     "${hp_json%,}" "${hp_abs%,}" "$(mrow "${add50[5]}")"
 printf '"launch_rate_per_s":{"bare":%.0f,"passthrough":%.0f,"queue":%.0f,"daemon":%.0f},' "$(mrow "${rate[bare]}")" \
     "$(mrow "${rate[passthrough]}")" "$(mrow "${rate[queue]}")" "$(mrow "${rate[daemon]}")"
-printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${ratio[passthrough]}")" \
-    "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")"
+printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f%s},' "$(mrow "${ratio[passthrough]}")" \
+    "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")" \
+    "$([ -n "${BASE:-}" ] && printf ',"daemon_base":%.3f' "$(mrow "${ratio[daemon_base]}")")"
 # The sustained rate: all launches over the run's whole time, stalls included.
 printf '"launch_rate_sustained_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${sratio[passthrough]}")" \
     "$(mrow "${sratio[queue]}")" "$(mrow "${sratio[daemon]}")"

@@ -209,6 +209,26 @@ int gmx_lease_same(const gmx_lease_t *a, const gmx_lease_t *b);
  * on devices without leases. */
 void gmx_lease_set(const gmx_device_t *dev, uint32_t task, gmx_lease_t *cur, uint32_t inflight, int64_t until);
 
+/* A lease sized by time (fikit's lone best-priority task, docs/daemon.md "Leases"): the task may
+ * have more than inflight_max commands in flight while their predicted total duration stays
+ * within GMX_LEASE_BACKLOG_NS, what a better-priority task arriving may wait for the backlog
+ * besides the few long kernels it may hold. The prediction is the mean of the task's last
+ * GMX_LEASE_WINDOW measured commands (each from the later of its release and the previous
+ * completion to its completion) but those longer than the budget, taken only when at most
+ * GMX_LEASE_LONG_MAX of them are (a measurement also catches its host being descheduled, and
+ * the first command of a batch whose completion the host sees only at its synchronisation). */
+#define GMX_LEASE_BACKLOG_NS 50000LL /* 50 us: a round trip through the daemon's own scale */
+#define GMX_LEASE_WINDOW 64u         /* commands measured per decision */
+#define GMX_LEASE_DEPTH_MAX 64u      /* commands in flight under such a lease at most */
+#define GMX_LEASE_LONG_MAX 4u        /* commands of a window longer than the budget, at most */
+
+/* The in-flight bound a time-sized lease gives after a window of measured commands: n_short of
+ * them within the budget, taking short_sum_ns in all, and n_long longer: GMX_LEASE_BACKLOG_NS over
+ * the short ones' mean, at most GMX_LEASE_DEPTH_MAX; 0 (no deeper bound: keep inflight_max) when
+ * none is short, more than GMX_LEASE_LONG_MAX are long, the figures do not fit together, or the
+ * bound is not above inflight_max. */
+uint32_t gmx_lease_depth(int64_t short_sum_ns, uint32_t n_short, uint32_t n_long, uint32_t inflight_max);
+
 /* Per-stream FIFO of commands: the building block every policy queues with. */
 typedef struct gmx_cmd_queue {
 	gmx_cmd_t *head, *tail;

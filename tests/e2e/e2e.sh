@@ -71,6 +71,39 @@ lease_revoke)
     echo "at most $worst low-priority kernels started while a high-priority kernel waited (bound 1)"
     [ "$worst" -le 1 ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound 1)"
     ;;
+lease_deep)
+    # The time-sized lease (docs/daemon.md, "Leases"): a client alone whose kernels are short
+    # (zero-length here) holds a lease deeper than inflight = 2, sized so that its backlog's
+    # predicted time stays within the budget (core's GMX_LEASE_BACKLOG_NS). A high-priority
+    # client arrives: the lease is revoked mid-stream, no release ever went beyond the lease in
+    # effect (the daemon cuts off a client that does: protocol_errors), and the low-priority GPU
+    # time that started while a high-priority kernel waited stays within the budget (50 us).
+    # (Counting those kernels would say nothing: zero-length ones also start one after another
+    # under fikit's lease of one while the high-priority launch's notice is on its way.)
+    start_daemon "policy = fikit"
+    client lp 7 -- --kernels z:0 --count 400000 --sync-every 64
+    deep=0
+    for _ in $(seq 200); do
+        d=$("$G" status --json 2>/dev/null | jq '[.clients[] | select(.name == "lp") | .lease_inflight] | max // 0')
+        [ "$d" -gt "$deep" ] && deep=$d
+        [ "$deep" -gt 2 ] && break
+        sleep 0.05
+    done
+    echo "the low-priority client alone: lease bound $deep (inflight = 2)"
+    [ "$deep" -gt 2 ] || fail "the client alone with zero-length kernels never held a lease deeper than 2"
+    client hp 0 -- --kernels hp:100 --count 20 --gap-us 3000
+    wait $PID_hp
+    st=$("$G" status --json)
+    revokes=$(jq .revokes <<<"$st")
+    echo "revoked $revokes; low-priority leased releases $(jq '[.clients[] | select(.name == "lp") | .leased] | add // 0' <<<"$st")"
+    [ "$revokes" -ge 1 ] || fail "no lease was revoked when the high-priority client arrived"
+    [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
+    kill "$PID_lp" 2>/dev/null; wait "$PID_lp" 2>/dev/null
+    check_order hp
+    worst=$(lp_time_while_hp_waits)
+    echo "at most $worst ns of low-priority GPU time started while a high-priority kernel waited (bound 50000)"
+    [ "$worst" -le 50000 ] || fail "$worst ns of low-priority GPU time started while a high-priority kernel waited (bound 50000)"
+    ;;
 lease_long)
     # A client alone holds its lease for as long as it runs: 12,000 commands (the interposer's
     # seq table is rebuilt every 4,096) cost one notice, the first, and no grant after it.
@@ -116,7 +149,8 @@ lease_fast)
     [ "$(num completion_events)" = 0 ] || fail "$(num completion_events) completion events recorded for kernels complete by the next launch"
     # The dispatcher polls completions while launches go on instead of being woken for each
     # (a futex call and a lock hand-over per launch), and the stream is asked about completions
-    # only when the lease's bound needs one (inflight = 2: one query per two launches), and
+    # only when the lease's bound needs one (at most one per two launches at inflight = 2; fewer
+    # once the lease is sized by time, e2e_lease_deep), and
     # then before the policy's one call for that launch.
     [ "$(num dispatcher_wakes)" -le 300 ] || fail "the dispatcher was woken $(num dispatcher_wakes) times for 3000 leased launches (expected a few: it polls while launches go on)"
     [ "$(num stream_queries)" -le 1600 ] || fail "$(num stream_queries) stream queries for 3000 leased launches (expected at most one per two, the lease's bound)"

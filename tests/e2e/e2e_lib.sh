@@ -111,6 +111,21 @@ lp_starts_while_hp_waits() {
         END { w = 0; for (i = 0; i < n; i++) if (c[i] > w) w = c[i]; print w }' - "$R/lp.start"
 }
 
+# The most low-priority GPU time (ns: the run time of its kernels) that started while one
+# high-priority kernel waited (between its launch and its start).
+lp_time_while_hp_waits() {
+    local hpid lpid
+    hpid=$(pid_of hp) lpid=$(pid_of lp)
+    sed -n 's/^launch .* t_ns=//p' "$R/hp.out" >"$R/hp.launch"
+    grep " pid=$hpid .*kind=kernel" "$R/standin.log" | sed 's/start_ns=\([0-9]*\) .*/\1/' | sort -n >"$R/hp.start"
+    grep " pid=$lpid .*kind=kernel" "$R/standin.log" |
+        sed 's/.*start_ns=\([0-9]*\) .*end_ns=\([0-9]*\).*/\1 \2/' | sort -n >"$R/lp.run"
+    paste -d' ' "$R/hp.launch" "$R/hp.start" | awk '
+        FNR == NR { L[n] = $1; H[n] = $2; n++; next }
+        { for (i = 0; i < n; i++) if ($1 > L[i] && $1 < H[i]) t[i] += $2 - $1 }
+        END { w = 0; for (i = 0; i < n; i++) if (t[i] > w) w = t[i]; print w }' - "$R/lp.run"
+}
+
 
 # Reports PASS, or what a failure needs to be understood (the run directory is reused by the
 # next run), and exits with the verdict.

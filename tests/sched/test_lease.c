@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "gpumux/kprofile.h"
 #include "gpumux/sched.h"
 
 typedef struct {
@@ -257,13 +258,129 @@ static void lease_helpers(void **state)
 	assert_int_equal(f.n_lease, 2);
 }
 
+
+/* The time-sized bound (gmx_lease_depth): the budget over the mean of a window's commands within
+ * the budget; none when more than GMX_LEASE_LONG_MAX took longer, or it is no deeper than the
+ * count bound. */
+static void lease_depth_rule(void **state)
+{
+	(void)state;
+	assert_int_equal(gmx_lease_depth(64 * 100, 64, 0, 2), GMX_LEASE_DEPTH_MAX); /* 500 fit: capped */
+	assert_int_equal(gmx_lease_depth(0, 64, 0, 2), GMX_LEASE_DEPTH_MAX);	      /* zero-length */
+	/* one 5 ms outlier (a descheduled host, or one long kernel) does not count in the mean */
+	assert_int_equal(gmx_lease_depth(63 * 10000, 63, 1, 2), 5);
+	assert_int_equal(gmx_lease_depth(60 * 1000, 60, GMX_LEASE_LONG_MAX, 2), 50);
+	assert_int_equal(gmx_lease_depth(59 * 1000, 59, GMX_LEASE_LONG_MAX + 1, 2), 0); /* too many long */
+	assert_int_equal(gmx_lease_depth(64 * 20000, 64, 0, 2), 0); /* 2 fit: no deeper */
+	assert_int_equal(gmx_lease_depth(64 * 10000, 64, 0, 2), 5);
+	assert_int_equal(gmx_lease_depth(0, 0, 3, 2), 0);			 /* nothing short */
+	assert_int_equal(gmx_lease_depth(64 * 60000, 64, 0, 2), 0);		 /* figures that do not fit */
+}
+
+static gmx_cmd_t many[1024];
+
+/* Task `task` launches kernel `kid` under its lease (many[], seq i + 1) and it runs `dur` ns. */
+static void leased_kernel(rig_t *r, int i, uint32_t task, uint64_t kid, int64_t dur)
+{
+	gmx_cmd_t *c = &many[i];
+	*c = (gmx_cmd_t){.seq = 1000 + (uint64_t)i, .task = task, .kind = GMX_OP_KERNEL, .kernel_id = kid, .leased = 1};
+	r->ops->on_launch(r->p, c);
+	r->f.now += dur;
+	r->ops->on_complete(r->p, c);
+}
+
+/* fikit: a task alone at the best level whose commands are short holds a lease sized by time
+ * (the budget over their mean) instead of inflight_max; a task arriving at its level narrows it
+ * back, a better one revokes it, and the backlog the lease admits stays within the budget. */
+static void fikit_time_sized_lease(void **state)
+{
+	(void)state;
+	rig_t r;
+	rig_open(&r, "fikit", 2);
+	assert_int_equal(r.ops->task_add(r.p, 0, 3), 0);
+	assert_int_equal(r.ops->task_add(r.p, 1, 7), 0); /* a lower level: not protected from level 3 */
+	gmx_cmd_t *a = launch(&r, 0, 0);
+	r.f.now += 1000;
+	r.ops->on_complete(r.p, a);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	int i = 0;
+	for (; i < (int)GMX_LEASE_WINDOW - 2; i++)
+		leased_kernel(&r, i, 0, 7, 1000);
+	assert_int_equal(r.f.lease[0].inflight, 2); /* a window not measured yet: the count bound */
+	leased_kernel(&r, i++, 0, 7, 1000);
+	/* 64 commands of 1 us each (the first counted from its grant): 50 fit in the 50 us budget */
+	assert_int_equal(r.f.lease[0].inflight, GMX_LEASE_BACKLOG_NS / 1000);
+	assert_true(r.f.lease[0].inflight * 1000 <= GMX_LEASE_BACKLOG_NS);
+	assert_int_equal(r.f.lease[0].until, 0);
+	assert_int_equal(r.f.lease[1].inflight, 0);
+	/* A second task at its level: the count bound again (peers are served side by side). */
+	assert_int_equal(r.ops->task_add(r.p, 2, 3), 0);
+	gmx_cmd_t *p = launch(&r, 2, 0);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	r.ops->on_complete(r.p, p);
+	r.ops->task_done(r.p, 2);
+	assert_int_equal(r.f.lease[0].inflight, GMX_LEASE_BACKLOG_NS / 1000);
+	/* A better priority arrives: the lease is revoked at its first launch, which goes at once. */
+	assert_int_equal(r.ops->task_add(r.p, 3, 0), 0);
+	uint32_t sub = r.f.n_sub;
+	launch(&r, 3, 0);
+	assert_int_equal(r.f.n_sub, sub + 1);
+	assert_int_equal(r.f.lease[0].inflight, 0);
+	assert_int_equal(r.f.lease[3].inflight, 2);
+	r.ops->destroy(r.p);
+}
+
+/* The count bound holds where durations are long or unknown: kernels of 100 us never deepen the
+ * lease; more than GMX_LEASE_LONG_MAX longer than the budget in a window end a deep one at once;
+ * so does a kernel the task's profile has never measured. */
+static void fikit_time_sized_lease_falls_back(void **state)
+{
+	(void)state;
+	rig_t r;
+	memset(&r, 0, sizeof r);
+	r.ops = gmx_sched_find("fikit");
+	gmx_kprof_t prof;
+	assert_int_equal(gmx_kprof_init(&prof, "t"), 0);
+	gmx_kprof_t *profs[1] = {&prof};
+	gmx_sched_params_t prm;
+	gmx_sched_params_default(&prm);
+	prm.inflight_max = 2;
+	prm.profiles = profs;
+	prm.n_profiles = 1;
+	prm.profile_learn = 1;
+	gmx_device_t dev = {.ctx = &r.f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	assert_int_equal(r.ops->create(&prm, &dev, &r.p), 0);
+	assert_int_equal(r.ops->task_add(r.p, 0, 3), 0);
+	launch(&r, 0, 0);
+	int i = 0;
+	for (; i < 3 * (int)GMX_LEASE_WINDOW; i++)
+		leased_kernel(&r, i, 0, 7, 100000);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	for (int k = 0; k < 2 * (int)GMX_LEASE_WINDOW; k++, i++)
+		leased_kernel(&r, i, 0, 7, 500);
+	assert_int_equal(r.f.lease[0].inflight, GMX_LEASE_DEPTH_MAX);
+	for (int k = 0; k < (int)GMX_LEASE_LONG_MAX; k++) /* a few long ones: tolerated */
+		leased_kernel(&r, i++, 0, 7, 2 * GMX_LEASE_BACKLOG_NS);
+	assert_int_equal(r.f.lease[0].inflight, GMX_LEASE_DEPTH_MAX);
+	leased_kernel(&r, i++, 0, 7, 2 * GMX_LEASE_BACKLOG_NS); /* one more in the window: back */
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	for (int k = 0; k < 2 * (int)GMX_LEASE_WINDOW; k++, i++)
+		leased_kernel(&r, i, 0, 7, 500);
+	assert_int_equal(r.f.lease[0].inflight, GMX_LEASE_DEPTH_MAX);
+	leased_kernel(&r, i++, 0, 99, 500); /* a kernel never measured */
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	r.ops->destroy(r.p);
+	gmx_kprof_free(&prof);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(timeslice_slice_lease),  cmocka_unit_test(exclusive_lease),
 	    cmocka_unit_test(fikit_leases_and_revoke), cmocka_unit_test(fikit_leased_hp_launch_revokes),
 	    cmocka_unit_test(others_grant_none),	   cmocka_unit_test(lease_helpers),
-	    cmocka_unit_test(fikit_one_level_no_timer),
+	    cmocka_unit_test(fikit_one_level_no_timer), cmocka_unit_test(lease_depth_rule),
+	    cmocka_unit_test(fikit_time_sized_lease),   cmocka_unit_test(fikit_time_sized_lease_falls_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
