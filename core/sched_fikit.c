@@ -130,10 +130,13 @@ static void note(gmx_policy_t *s, uint32_t ti)
 
 /* Every k set in bits (a level's qbits or bbits), in increasing order, as int k; the bits are
  * read a word at a time, so the body may clear bits at or before k (not after). */
+/* k is the name the loop declares: it cannot be parenthesised. */
+/* NOLINTBEGIN(bugprone-macro-parentheses) */
 #define FOR_BITS(k, bits)                                                                              \
 	for (uint32_t w_ = 0; w_ < GMX_MAX_TASKS / 64; w_++)                                           \
 		for (uint64_t m_ = (bits)[w_]; m_; m_ &= m_ - 1)                                          \
 			for (int k = (int)(w_ * 64 + (uint32_t)__builtin_ctzll(m_)), once_ = 1; once_; once_ = 0)
+/* NOLINTEND(bugprone-macro-parentheses) */
 
 static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
 {

@@ -610,7 +610,8 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 				out->edges = fixed / window_ns;
 			}
 		}
-		for (double K = 1; K <= 4096; K = K < 4 ? K + 1 : ceil(K * 1.5)) {
+		for (uint32_t Kn = 1; Kn <= 4096; Kn = Kn < 4 ? Kn + 1 : (uint32_t)ceil(Kn * 1.5)) {
+			double K = (double)Kn;
 			block_t b = {t, w, n, K, K * n_steady * slice_ns, capacity, link};
 			double rho = block_rate(&b, lhi);
 			/* The window's edges (a partial rotation at each end, fewer than K rotations
