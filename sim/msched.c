@@ -21,14 +21,6 @@
  * under 1 ms for tens of tasks (MSched paper, Fig. 11; brief/msched.md). */
 #define MSCHED_MADVISE_NS_PER_TASK 20000LL
 
-/* PRIO: whether a task of priority prio is HP: the best level among the runnable tasks while some
- * runnable task has a worse one. When every runnable task shares one level they are all LP, as
- * the scheduler takes them (so that "LP alone" is planned as LP beside HP is). */
-static int is_hp(const gmx_msched_t *ms, int prio)
-{
-	return ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && prio <= ms->hp;
-}
-
 /* ---- prediction ------------------------------------------------------------ */
 
 static int push_range(ptask_t *p, uint64_t page, uint32_t n)
@@ -240,7 +232,7 @@ void gmx_msched_stats(const gmx_msched_t *ms, gmx_sim_msched_stats_t *out)
 
 /* ---- the switch ---------------------------------------------------------------- */
 
-static int need_push(gmx_msched_t *ms, uint32_t c)
+int gmx_msched__need_push(gmx_msched_t *ms, uint32_t c)
 {
 	if (ms->n_need == ms->cap_need) {
 		uint32_t ncap = ms->cap_need ? 2 * ms->cap_need : 4096;
@@ -264,9 +256,7 @@ void gmx_msched__set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi)
 	}
 }
 
-/* Appends the chunks task t's coming slice needs, from its next op, in access
- * order; for the first slice (want_mask) also the pages per chunk. */
-static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
+int gmx_msched__slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 {
 	ptask_t *p = &ms->t[t];
 	const gmx_workload_t *w = p->w;
@@ -286,7 +276,7 @@ static int slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask)
 				uint64_t stop = end < cend ? end : cend;
 				if (ms->seen[c] != ms->gen) {
 					ms->seen[c] = ms->gen;
-					if (need_push(ms, c))
+					if (gmx_msched__need_push(ms, c))
 						return -ENOMEM;
 					if (want_mask)
 						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
@@ -310,8 +300,7 @@ uint32_t gmx_msched__chunk_part(uint64_t pg, uint64_t end, uint64_t mk[8], uint6
 	return c;
 }
 
-/* Pages of mask not resident in chunk k. */
-static uint64_t missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
+uint64_t gmx_msched__missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 {
 	uint64_t n = 0;
 	for (int i = 0; i < 8; i++)
@@ -357,7 +346,7 @@ int64_t gmx_msched__migrate(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8]
 		int64_t b = at > ms->h2d_free ? at : ms->h2d_free;
 		done = b + (int64_t)((double)(in + out) / d->link_serial_gbps);
 		ms->h2d_free = ms->d2h_free = done;
-	} else if (is_hp(ms, ms->t[ms->m->chunks[c].task].priority)) {
+	} else if (gmx_msched__is_hp(ms, ms->t[ms->m->chunks[c].task].priority)) {
 		/* HP pages: after the piece of LP migration in flight only; the LP
 		 * backlog behind it moves back by as long (gmx_comb_migration_start). */
 		int64_t piece_end = at + ms->piece_ns < ms->h2d_free ? at + ms->piece_ns : ms->h2d_free;
@@ -396,16 +385,6 @@ int64_t gmx_msched__migrate(gmx_msched_t *ms, uint32_t c, const uint64_t mask[8]
 	return 0;
 }
 
-/* PRIO: a refresh of LP task `task`'s plan: its timeline's slices lo..hi-1 are HP's, and its
- * own window in slice s is predicted to start start_ns[s] of its GPU time from now. */
-typedef struct hp_slices {
-	uint32_t task, lo, hi;
-	uint64_t room;  /* chunks HP's working set leaves */
-	int64_t start_ns[GMX_MAX_TASKS + 1];
-} hp_slices_t;
-
-static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks, const hp_slices_t *deep);
-
 static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 {
 	uint32_t order[GMX_MAX_TASKS];
@@ -419,82 +398,15 @@ static int plan_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 	ms->n_need = 0;
 	for (uint32_t s = 0; s < ns; s++) {
 		ms->first[s] = ms->n_need;
-		if (slice_needs(ms, order[s], s <= 1))
+		if (gmx_msched__slice_needs(ms, order[s], s <= 1))
 			return -ENOMEM;
 	}
 	ms->first[ns] = ms->n_need;
-	return apply_plan(ms, ns, now, ns, NULL);
+	return gmx_msched__apply_plan(ms, ns, now, ns, NULL);
 }
 
-/* PRIO, LP (a refresh within the task's turn): prefetches the coming windows of its plan, slices
- * 1..ns-1 but HP's, in access order and as far ahead as room allows: a chunk is loaded only
- * into room whose victim (the chunk the memspace would evict: never HP's working set) no slice
- * up to the chunk's own needs, while the link's queue ends within the turn. It stops at the
- * first chunk it cannot load, so the link's queue stays in access order and whatever the next
- * refresh finds missing comes next on it. */
-static void prefetch_ahead(gmx_msched_t *ms, uint32_t task, uint32_t ns, const hp_slices_t *hp, int64_t at)
-{
-	gmx_memspace_t *m = ms->m;
-	/* When the link, loading the windows' missing bytes in order, must start window s at the
-	 * latest for every window from s on to be in by its start (Forestall's rule): windows
-	 * after the next one are prefetched only while that time falls within the current window's
-	 * GPU time (two refreshes: a later one can still start the rest in time), while the link
-	 * is free before the window starts (a link already behind brings nothing in time by loading
-	 * more), and only when the link has time to spare over the windows: the bytes they must
-	 * move at the least (their chunks beyond the room HP leaves) take less than half their GPU
-	 * time on the link. Loading early evicts chunks needed sooner than a load on time would and
-	 * adds bytes (a fifth more per request on testcase I's inference BE, whose least bytes take
-	 * 80% of its GPU time: 0.6% slower there); where the link has no such margin it only slows
-	 * the task. */
-	int64_t due[GMX_MAX_TASKS + 1], latest = INT64_MAX;
-	uint64_t chunks = ms->first[1] - ms->first[0]; /* the distinct chunks of every window */
-	for (uint32_t s = ns; s-- > 1;) {
-		due[s] = latest;
-		if (s >= hp->lo && s < hp->hi)
-			continue;
-		uint64_t pages = 0;
-		for (uint32_t i = ms->first[s]; i < ms->first[s + 1]; i++)
-			if (gmx_mplan_rank(ms->plan, ms->need[i]) == s) {
-				pages += missing_pages(&m->chunks[ms->need[i]], ms->mask[ms->need[i]]);
-				chunks++;
-			}
-		int64_t by = at + hp->start_ns[s], load = gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
-		latest = (latest < by ? latest : by) - load;
-		due[s] = latest;
-	}
-	int64_t lead = at + hp->start_ns[1];
-	int spare = 2 * gmx_comb_link_ns((chunks > hp->room ? chunks - hp->room : 0) * GMX_CHUNK_SIZE, ms->dev->link_in_gbps) <
-		    hp->start_ns[ns];
-	for (uint32_t s = 1; s < ns; s++) {
-		if (s >= hp->lo && s < hp->hi)
-			continue;
-		if (s > 1 && (!spare || due[s] > lead))
-			return; /* the rest can wait for a coming refresh, or the link has no time to spare */
-		for (uint32_t i = ms->first[s]; i < ms->first[s + 1]; i++) {
-			uint32_t c = ms->need[i];
-			if (ms->h2d_free > at + ms->slice_ns)
-				return; /* as apply_plan's prefetch: within the coming turn */
-			if (s > 1 && ms->h2d_free > at + hp->start_ns[s])
-				return; /* the link is behind: what it loads early is not in time either */
-			if (gmx_msched__has_pages(&m->chunks[c], ms->mask[c]))
-				continue;
-			if (!m->chunks[c].resident && m->used_chunks >= m->capacity_chunks) {
-				uint32_t v = gmx_memspace_victim(m, task, ms->stamp);
-				if (v == GMX_NO_CHUNK || gmx_mplan_rank(ms->plan, v) <= s)
-					return;
-			}
-			m->chunks[c].stamp = ms->stamp; /* not a victim of the prefetch that follows */
-			if (gmx_msched__migrate(ms, c, ms->mask[c], at, 0, &ms->st.prefetch_in_bytes))
-				return;
-		}
-	}
-}
-
-/* Applies the timeline in ms->first/need (ns slices): orders the eviction list, loads the first
- * slice's pages in access order and prefetches the second's (with deep, a PRIO refresh of the
- * LP task `task`: every coming window's, prefetch_ahead). madvise_tasks: the tasks whose
- * helpers order the list (its cost). */
-static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks, const hp_slices_t *deep)
+int gmx_msched__apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks,
+			   const hp_slices_t *deep)
 {
 	gmx_memspace_t *m = ms->m;
 	uint32_t nr = 0;
@@ -530,7 +442,7 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 	 * loads would queue behind). Not without the pipeline (msched-serial):
 	 * the stock path moves nothing behind compute. */
 	if (deep)
-		prefetch_ahead(ms, deep->task, ns, deep, at);
+		gmx_msched__prio_prefetch(ms, deep->task, ns, deep, at);
 	else if (ns > 1 && ms->variant != GMX_MSCHED_FIFO && ms->variant != GMX_MSCHED_SERIAL)
 		for (uint32_t i = ms->first[1]; i < ms->first[2]; i++) {
 			uint32_t c = ms->need[i];
@@ -554,118 +466,6 @@ static int apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvi
 	return 0;
 }
 
-/* PRIO: appends the chunks of task t's ops from op `from` on, in access order, until their
- * pages reach max_pages or the unit wraps back to `stop`; with want_mask, the pages per chunk
- * too: a chunk's mask starts afresh unless a window of generation mask_floor or later listed
- * it (want_mask 1: this window only; 2: also the one before; 3: since mask_floor, and then it
- * holds the pages of the first window since that listed it, so that windows after the first
- * two leave those two's masks as they were). *run_ns gets
- * the ops' predicted GPU time. Returns the op after the window, or -1 when out of memory. */
-static int64_t window_needs(gmx_msched_t *ms, uint32_t t, uint32_t from, uint32_t stop, uint64_t max_pages,
-			    int want_mask, uint32_t mask_floor, uint32_t *ops, int64_t *run_ns)
-{
-	ptask_t *p = &ms->t[t];
-	uint32_t n = p->w->n_ops;
-	if (++ms->gen == 0) {
-		memset(ms->seen, 0, ((size_t)ms->m->n_chunks + 1) * sizeof(uint32_t));
-		ms->gen = 1;
-	}
-	uint32_t floor = want_mask == 1 ? ms->gen : want_mask == 2 ? ms->gen - 1 : mask_floor;
-	if (floor > ms->gen)
-		floor = ms->gen; /* the generations wrapped since mask_floor */
-	uint64_t pages = 0;
-	uint32_t k = from, done = 0;
-	int64_t run = 0;
-	while (pages < max_pages && done < n && (done == 0 || k != stop)) {
-		for (uint32_t r = p->op_first[k]; r < p->op_first[k] + p->op_n[k]; r++) {
-			uint64_t pg = p->rp[r], end = pg + p->rn[r];
-			pages += p->rn[r];
-			while (pg < end) {
-				uint32_t c = (uint32_t)(pg >> 9);
-				uint64_t cend = ((uint64_t)c + 1) << 9, e = end < cend ? end : cend;
-				if (ms->seen[c] != ms->gen) {
-					if (want_mask && ms->seen[c] < floor) {
-						memset(ms->mask[c], 0, sizeof(ms->mask[c]));
-						if (want_mask == 3)
-							ms->mgen[c] = ms->gen;
-					}
-					ms->seen[c] = ms->gen;
-					if (need_push(ms, c))
-						return -1;
-				}
-				if (want_mask == 1 || want_mask == 2 || (want_mask == 3 && ms->mgen[c] == ms->gen))
-					gmx_msched__set_bits(ms->mask[c], (uint32_t)(pg & 511), (uint32_t)(e - ((uint64_t)c << 9)));
-				pg = e;
-			}
-		}
-		run += p->op_ns[k];
-		k = (k + 1) % n;
-		done++;
-	}
-	if (ops)
-		*ops = done;
-	if (run_ns)
-		*run_ns = run;
-	return k;
-}
-
-/* PRIO: the LP task's plan within its turn. Its unit is cut into windows of a quarter of the
- * room HP leaves it; the timeline is its next window, then the HP tasks' slices, then its
- * following windows round the unit: Belady's order at window granularity, so that a task
- * cycling through more memory than it has keeps a fixed part resident and moves only the rest,
- * and the next window's pages load while the current one computes. */
-static int plan_refresh(gmx_msched_t *ms, uint32_t task, int64_t now)
-{
-	gmx_memspace_t *m = ms->m;
-	ptask_t *p = &ms->t[task];
-	uint64_t hp_chunks = 0;
-	for (uint32_t c = m->head; c != GMX_NO_CHUNK; c = m->chunks[c].next)
-		hp_chunks += is_hp(ms, ms->t[m->chunks[c].task].priority) && ms->ws[c];
-	uint64_t room = m->capacity_chunks > hp_chunks ? m->capacity_chunks - hp_chunks : 1;
-	uint64_t win = room * GMX_PAGES_PER_CHUNK / 4;
-	ms->n_need = 0;
-	uint32_t ns = 0, ops = 0;
-	hp_slices_t deep = {.task = task, .room = room};
-	int64_t run = 0;
-	ms->first[ns++] = 0;
-	uint32_t gen0 = ms->gen + 1; /* the first window's generation: masks add up from it */
-	int64_t next = window_needs(ms, task, p->next_op, p->next_op, win, 1, 0, &ops, &run);
-	if (next < 0)
-		return -ENOMEM;
-	deep.start_ns[ns] = run;
-	p->refresh_in = ops > 1 ? ops / 2 : 1;
-	uint32_t covered = ops;
-	if (covered < p->w->n_ops) {
-		/* The window after it comes second (HP pages are protected wherever HP's slices
-		 * stand), so that apply_plan prefetches it while the first computes. */
-		ms->first[ns++] = ms->n_need;
-		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 2, 0, &ops, &run);
-		if (next < 0)
-			return -ENOMEM;
-		deep.start_ns[ns] = deep.start_ns[ns - 1] + run;
-		covered += ops ? ops : p->w->n_ops;
-	}
-	deep.lo = deep.hi = ns;
-	for (uint32_t i = 0; i < ms->n && ns < GMX_MAX_TASKS; i++)
-		if (ms->t[i].runnable && is_hp(ms, ms->t[i].priority)) {
-			ms->first[ns++] = ms->n_need;
-			if (slice_needs(ms, i, 0))
-				return -ENOMEM;
-			deep.start_ns[ns] = deep.start_ns[ns - 1]; /* an interruption, not in its GPU time */
-			deep.hi = ns;
-		}
-	while (covered < p->w->n_ops && ns < GMX_MAX_TASKS) {
-		ms->first[ns++] = ms->n_need;
-		next = window_needs(ms, task, (uint32_t)next, p->next_op, win, 3, gen0, &ops, &run);
-		if (next < 0)
-			return -ENOMEM;
-		deep.start_ns[ns] = deep.start_ns[ns - 1] + run;
-		covered += ops ? ops : p->w->n_ops;
-	}
-	ms->first[ns] = ms->n_need;
-	return apply_plan(ms, ns, now, 2, &deep);
-}
-
 void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
 {
 	ms->rule = on;
@@ -677,7 +477,7 @@ void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
 static double missing_s(gmx_msched_t *ms, uint32_t t)
 {
 	ms->n_need = 0;
-	if (slice_needs(ms, t, 1)) {
+	if (gmx_msched__slice_needs(ms, t, 1)) {
 		ms->oom = 1;
 		return 0;
 	}
@@ -741,8 +541,8 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	/* PRIO: an HP turn is an interruption of the LP timeline, not a switch of
 	 * it: the HP working set stays resident (protected), so the LP plan stands
 	 * and the HP kernel only tops up what it misses. An LP task's plan is refreshed
-	 * within its turn (plan_refresh), with HP beside it or not. */
-	int interrupt = is_hp(ms, p->priority);
+	 * within its turn (gmx_msched__prio_refresh, msched_prio.c), with HP beside it or not. */
+	int interrupt = gmx_msched__is_hp(ms, p->priority);
 	int refresh = ms->variant == GMX_MSCHED_PRIO && !interrupt;
 	if (ms->cur != (int)task && !interrupt) {
 		int rc = plan_switch(ms, task, now);
@@ -751,7 +551,7 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 		ms->cur = (int)task;
 		p->refresh_in = 0;
 	} else if (refresh && (p->refresh_in == 0 || --p->refresh_in == 0)) {
-		int rc = plan_refresh(ms, task, now);
+		int rc = gmx_msched__prio_refresh(ms, task, now);
 		if (rc)
 			return rc;
 	}
@@ -770,7 +570,7 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 			if (!gmx_msched__has_pages(&m->chunks[c], mk)) {
 				if (gmx_msched__migrate(ms, c, mk, now, 0, &ms->st.topup_in_bytes) == 0)
 					m->chunks[c].stamp = ms->stamp;
-				ms->st.predicted_missing += missing_pages(&m->chunks[c], mk);
+				ms->st.predicted_missing += gmx_msched__missing_pages(&m->chunks[c], mk);
 			}
 			if (ms->ready[c] > start)
 				start = ms->ready[c];
@@ -813,14 +613,14 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 		while (pg < end) {
 			uint64_t mk[8], stop;
 			uint32_t c = gmx_msched__chunk_part(pg, end, mk, &stop);
-			pages += missing_pages(&ms->m->chunks[c], mk);
+			pages += gmx_msched__missing_pages(&ms->m->chunks[c], mk);
 			pg = stop;
 		}
 	}
 	if (!pages)
 		return 0;
 	int64_t free_at = ms->h2d_free > now ? ms->h2d_free : now;
-	if (is_hp(ms, p->priority) && free_at > now + ms->piece_ns)
+	if (gmx_msched__is_hp(ms, p->priority) && free_at > now + ms->piece_ns)
 		free_at = now + ms->piece_ns;
 	return free_at - now + gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
 }

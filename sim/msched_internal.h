@@ -1,5 +1,6 @@
-/* msched's state, shared by the device side (msched.c) and its Belady planner
- * (msched_belady.c). Not a public interface. */
+/* msched's state, shared by the device side (msched.c), its Belady planner
+ * (msched_belady.c) and the combined policy's LP planning (msched_prio.c). Not a public
+ * interface. */
 #ifndef GMX_SIM_MSCHED_INTERNAL_H
 #define GMX_SIM_MSCHED_INTERNAL_H
 
@@ -102,6 +103,49 @@ struct gmx_msched {
 	bcursor_t cur_at;      /* the prefetch stream */
 	gmx_sim_msched_stats_t st;
 };
+
+/* PRIO: a refresh of LP task `task`'s plan: its timeline's slices lo..hi-1 are HP's, and its
+ * own window in slice s is predicted to start start_ns[s] of its GPU time from now. */
+typedef struct hp_slices {
+	uint32_t task, lo, hi;
+	uint64_t room;  /* chunks HP's working set leaves */
+	int64_t start_ns[GMX_MAX_TASKS + 1];
+} hp_slices_t;
+
+/* PRIO: whether a task of priority prio is HP: the best level among the runnable tasks while some
+ * runnable task has a worse one. When every runnable task shares one level they are all LP, as
+ * the scheduler takes them (so that "LP alone" is planned as LP beside HP is). */
+static inline int gmx_msched__is_hp(const gmx_msched_t *ms, int prio)
+{
+	return ms->variant == GMX_MSCHED_PRIO && ms->lp_exists && prio <= ms->hp;
+}
+
+/* Appends chunk c to ms->need. 0 or -ENOMEM. */
+int gmx_msched__need_push(gmx_msched_t *ms, uint32_t c);
+
+/* Appends the chunks task t's coming slice needs, from its next op, in access
+ * order; for the first slice (want_mask) also the pages per chunk. 0 or -ENOMEM. */
+int gmx_msched__slice_needs(gmx_msched_t *ms, uint32_t t, int want_mask);
+
+/* Pages of mask not resident in chunk k. */
+uint64_t gmx_msched__missing_pages(const gmx_chunk_t *k, const uint64_t mask[8]);
+
+/* Applies the timeline in ms->first/need (ns slices): orders the eviction list, loads the first
+ * slice's pages in access order and prefetches the second's (with deep, a PRIO refresh of the
+ * LP task `task`: every coming window's, gmx_msched__prio_prefetch). madvise_tasks: the tasks
+ * whose helpers order the list (its cost). 0 or an error of the planner. */
+int gmx_msched__apply_plan(gmx_msched_t *ms, uint32_t ns, int64_t now, uint32_t madvise_tasks,
+			   const hp_slices_t *deep);
+
+/* PRIO, LP (msched_prio.c): prefetches the coming windows of the plan in ms->first/need (ns
+ * slices, HP's between hp->lo and hp->hi) from `at`, in access order, as far as room and the
+ * link allow. */
+void gmx_msched__prio_prefetch(gmx_msched_t *ms, uint32_t task, uint32_t ns, const hp_slices_t *hp,
+			       int64_t at);
+
+/* PRIO, LP (msched_prio.c): refreshes LP task `task`'s plan within its turn at `now` (its next
+ * windows, HP's slices, its following windows round the unit) and applies it. 0 or -ENOMEM. */
+int gmx_msched__prio_refresh(gmx_msched_t *ms, uint32_t task, int64_t now);
 
 /* Bits lo..hi-1 of a chunk's 512-page mask. */
 void gmx_msched__set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi);
