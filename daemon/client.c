@@ -1,7 +1,7 @@
 /*
  * A client of gpumuxd: its up ring (notices, ranges, completions, allocations, hints), its
- * commands as the policy sees them, the down ring (grants, migration orders), and its
- * departure. Also the device the policy drives: submit = a grant, migrate = an order.
+ * commands as the policy sees them, and its departure. The device the policy drives (grants,
+ * migration orders and leases down its ring) is device.c's.
  *
  * Policy calls never re-enter: work that must reach the policy while it is running (a
  * command of a dead client being submitted, which completes at once) goes to a deferred list
@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* The time of the ring batch being read (taken once its indices were read: every entry in it
@@ -26,40 +25,6 @@ static int64_t drain_now;
 static int64_t real_now(void)
 {
 	return drain_now ? drain_now : gmxd__now_ns();
-}
-
-int64_t gmxd__dev_now(void *ctx)
-{
-	(void)ctx;
-	if (SRV.now_ovr)
-		return SRV.now_ovr;
-	/* The policy's clock never goes back: an entry read later but stamped earlier than what
-	 * the policy already saw is shown at that time. */
-	int64_t now = gmxd__now_ns();
-	if (now < SRV.last_ovr)
-		return SRV.last_ovr;
-	SRV.last_ovr = now;
-	return now;
-}
-
-void gmxd__dev_set_timer(void *ctx, int64_t at)
-{
-	(void)ctx;
-	/* A policy asks again at nearly every event (fikit: at each launch and completion): the
-	 * loop reads timer_at before it sleeps and sleeps no longer (no system call per request). */
-	SRV.timer_at = at > 0 ? at : 1;
-}
-
-void gmxd__arm_timer(int64_t at)
-{
-	struct itimerspec it = {0};
-	if (at <= 0)
-		at = 1; /* "now": an absolute time in the past fires at once */
-	it.it_value.tv_sec = at / 1000000000LL;
-	it.it_value.tv_nsec = at % 1000000000LL;
-	SRV.timer_armed = at;
-	if (timerfd_settime(SRV.tfd, TFD_TIMER_ABSTIME, &it, NULL) != 0)
-		gmxd_log("timerfd_settime: %s", strerror(errno));
 }
 
 void gmxd__owe(client_t *c, int64_t now)
@@ -81,203 +46,6 @@ void gmxd__cut_err(client_t *c, int error, const char *why)
 void gmxd__cut(client_t *c, const char *why)
 {
 	gmxd__cut_err(c, EPROTO, why);
-}
-
-static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove);
-
-/* Pushes to a client's down ring, waking it if it sleeps; a full ring cuts it off. */
-void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e)
-{
-	if (c->dead || c->cut)
-		return;
-	int w = 0;
-	if (gmx_ring_push(&c->region->down, e, &w) != 0) {
-		gmxd__cut(c, "its grant ring is full (it stopped reading)");
-		return;
-	}
-	if (e->type == GMX_DOWN_GRANT) {
-		dcmd_t *d = hash_take(c, e->seq, 0);
-		if (d)
-			d->gidx = ++c->g_pushed;
-	}
-	if (w) {
-		uint64_t one = 1;
-		SRV.loop.wakes_sent++;
-		if (write(c->efd_down, &one, sizeof one) < 0 && errno != EAGAIN)
-			gmxd_log("client %u: eventfd write: %s", c->id, strerror(errno));
-	}
-}
-
-/* Sends now, or after the outstanding evictions when there are any (keeps ring order). */
-void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e)
-{
-	if (SRV.evicts_outstanding == 0 && !SRV.act_head) {
-		gmxd__push_down(c, e);
-		return;
-	}
-	action_t *a = malloc(sizeof *a);
-	if (!a) {
-		gmxd__cut(c, "out of memory queueing its grant");
-		return;
-	}
-	*a = (action_t){NULL, c->task, c->id, *e};
-	if (SRV.act_tail)
-		SRV.act_tail->next = a;
-	else
-		SRV.act_head = a;
-	SRV.act_tail = a;
-}
-
-void gmxd__flush_actions(void)
-{
-	while (SRV.evicts_outstanding == 0 && SRV.act_head) {
-		action_t *a = SRV.act_head;
-		SRV.act_head = a->next;
-		if (!SRV.act_head)
-			SRV.act_tail = NULL;
-		client_t *c = &SRV.cl[a->task];
-		if (c->used && c->id == a->client_id)
-			gmxd__push_down(c, &a->e);
-		free(a);
-	}
-}
-
-/* Whether something for c waits in the action queue (what is sent to c keeps its order). */
-static int has_actions(const client_t *c)
-{
-	for (const action_t *a = SRV.act_head; a; a = a->next)
-		if (a->task == c->task && a->client_id == c->id)
-			return 1;
-	return 0;
-}
-
-int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
-{
-	(void)ctx;
-	dcmd_t *d = (dcmd_t *)cmd;
-	client_t *c = d->cl;
-	if (d->state == D_ORPHAN || c->dead || c->cut) {
-		if (d->state == D_QUEUED)
-			c->queued--;
-		d->state = D_ORPHAN;
-		d->dnext = SRV.deferred; /* completes at once, after this policy call */
-		SRV.deferred = d;
-		return 0;
-	}
-	int64_t now = gmxd__now_ns();
-	d->state = D_GRANTED;
-	c->queued--;
-	gmxd__owe(c, now);
-	c->inflight++;
-	c->grants++;
-	SRV.total_grants++;
-	c->last_grant_ns = now;
-	uint32_t lat = (uint32_t)(now - d->notice_ns > 0xffffffffLL ? 0xffffffffLL : now - d->notice_ns);
-	c->lat_ns[c->nlat++ % GMXD_LAT_SAMPLES] = lat;
-	if (c->priority <= 2)
-		SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
-	gmxd__metrics_grant(c, now - d->notice_ns, d->kind <= 2);
-	int loads = GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind) && gmxd__plan_memory(c, d);
-	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
-	if (!loads && !has_actions(c))
-		gmxd__push_down(c, &e); /* its memory is in: no eviction elsewhere concerns it */
-	else
-		gmxd__send_action(c, &e);
-	return 0;
-}
-
-/* Orders from a policy that plans memory itself: buffer = the task's allocation index. */
-int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
-{
-	(void)ctx;
-	if (m->task >= GMX_MAX_TASKS || !SRV.cl[m->task].used)
-		return -ENOENT;
-	client_t *c = &SRV.cl[m->task];
-	if (m->buffer >= (uint32_t)c->nallocs)
-		return -ENOENT;
-	dalloc_t *a = &c->allocs[m->buffer];
-	uint64_t off = m->offset < a->size ? m->offset : a->size;
-	uint64_t len = m->length < a->size - off ? m->length : a->size - off;
-	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE,
-			      .a = m->to_device ? 1 : 0,
-			      .seq = ++SRV.tokens,
-			      .x = a->ptr + off,
-			      .y = len};
-	gmxd__send_action(c, &e);
-	return 0;
-}
-
-static void send_lease(client_t *c, uint32_t inflight, int64_t until)
-{
-	uint32_t id = ++c->lease_id;
-	c->lsent[c->nlsent++] = (__typeof__(c->lsent[0])){id, inflight, until, c->g_pushed};
-	if (inflight) {
-		c->leases_sent++;
-		SRV.total_leases++;
-	} else {
-		c->revokes++;
-		SRV.total_revokes++;
-	}
-	gmx_ring_entry_t e = {.type = GMX_DOWN_LEASE, .a = inflight, .seq = id, .x = (uint64_t)until};
-	gmxd__push_down(c, &e); /* never behind evictions: leased clients are not oversubscribed */
-}
-
-/* The policy's lease for a task: sent down its ring (oversubscribed clients hold none: their
- * memory must move before each command). */
-void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
-{
-	(void)ctx;
-	if (task >= GMX_MAX_TASKS)
-		return;
-	client_t *c = &SRV.cl[task];
-	if (!c->used || c->dead || c->cut || c->oversub)
-		return;
-	uint32_t n = l ? l->inflight : 0;
-	int64_t until = n ? l->until : 0;
-	if (c->nlsent == GMXD_LEASES_PENDING) { /* sent when an acknowledgement makes room */
-		c->want_set = 1;
-		c->want = (gmx_lease_t){n, until};
-		return;
-	}
-	c->want_set = 0;
-	if (c->nlsent) { /* unchanged from the last one sent: nothing to say */
-		if (c->lsent[c->nlsent - 1].inflight == n && c->lsent[c->nlsent - 1].until == until)
-			return;
-	} else if (c->l_inflight == n && c->l_until == until) {
-		return;
-	}
-	send_lease(c, n, until);
-}
-
-int gmxd__leases_active(void)
-{
-	GMXD_FOR_LIVE(t) {
-		const client_t *c = &SRV.cl[t];
-		if ((c->l_inflight || c->nlsent || c->leased_now))
-			return 1;
-	}
-	return 0;
-}
-
-int gmxd__someone_waits(void)
-{
-	if (SRV.evicts_outstanding || SRV.act_head)
-		return 1;
-	GMXD_FOR_LIVE(t) {
-		const client_t *c = &SRV.cl[t];
-		if (c->queued || c->want_set)
-			return 1;
-	}
-	return 0;
-}
-
-int64_t gmxd__drain_interval(int64_t adaptive_ns)
-{
-	/* A ring that fills fast (a read found GMXD_DRAIN_BATCH entries in it) keeps the short reads: its
-	 * client would otherwise reach the fill mark, or hold releases for room, between two reads. */
-	if (gmxd__someone_waits() || SRV.ring_batch_max >= GMXD_DRAIN_BATCH)
-		return adaptive_ns;
-	return GMXD_LEASE_IDLE_DRAIN_MS * 1000000LL;
 }
 
 /* Commands freed, kept for the next ones (a leased release and its completion would otherwise
@@ -356,7 +124,7 @@ void gmxd__run_deferred(void)
 		dcmd_t *d = SRV.deferred;
 		SRV.deferred = d->dnext;
 		client_t *c = d->cl;
-		hash_take(c, d->cseq, 1);
+		gmxd__hash_take(c, d->cseq, 1);
 		SRV.ops->on_complete(SRV.pol, &d->c);
 		dcmd_free(d);
 		c->refs--;
@@ -379,7 +147,7 @@ static void hash_put(client_t *c, dcmd_t *d)
 	c->hash[h] = d;
 }
 
-static dcmd_t *hash_take(client_t *c, uint64_t cseq, int remove)
+dcmd_t *gmxd__hash_take(client_t *c, uint64_t cseq, int remove)
 {
 	size_t h = hash_of(cseq);
 	for (dcmd_t **pp = &c->hash[h]; *pp; pp = &(*pp)->hnext)
@@ -468,7 +236,7 @@ static void protocol_error(client_t *c, const char *fmt, ...)
 static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 {
 	unsigned long long seq = (unsigned long long)e->seq;
-	if (hash_take(c, e->seq, 0)) {
+	if (gmxd__hash_take(c, e->seq, 0)) {
 		protocol_error(c, "malformed message: a leased release of seq %llu, already announced", seq);
 		return;
 	}
@@ -530,7 +298,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 {
 	switch (e->type) {
 	case GMX_UP_NOTICE: {
-		if (hash_take(c, e->seq, 0)) {
+		if (gmxd__hash_take(c, e->seq, 0)) {
 			protocol_error(c, "malformed message: a second notice for seq %llu",
 				       (unsigned long long)e->seq);
 			return;
@@ -585,13 +353,13 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		return;
 	}
 	case GMX_UP_COMPLETE: {
-		dcmd_t *d = hash_take(c, e->seq, 0);
+		dcmd_t *d = gmxd__hash_take(c, e->seq, 0);
 		if (!d || d->state != D_GRANTED) {
 			protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
 				       (unsigned long long)e->seq);
 			return;
 		}
-		hash_take(c, e->seq, 1);
+		gmxd__hash_take(c, e->seq, 1);
 		c->inflight--;
 		c->completions++;
 		c->last_progress = real_now();

@@ -292,7 +292,7 @@ long gmxd__clients_reserved(void);
 long gmxd__clients_per_user(void);
 
 
-/* ---- client.c ---- */
+/* ---- device.c ---- */
 
 /* The device the policy drives (see server.c's header comment). */
 int64_t gmxd__dev_now(void *ctx);
@@ -319,6 +319,17 @@ int gmxd__someone_waits(void);
  * ring at GMX_RING_FILL_MARK wakes the loop anyway). */
 int64_t gmxd__drain_interval(int64_t adaptive_ns);
 
+/* Pushes e to c's down ring, waking it if it sleeps; a full ring cuts it off. */
+void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e);
+
+/* Sends e to c now, or after the outstanding evictions (keeps ring order). */
+void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e);
+
+/* Sends what waited for evictions, once none is outstanding. */
+void gmxd__flush_actions(void);
+
+/* ---- client.c ---- */
+
 /* c is about to owe a completion or an eviction's acknowledgement: when it owed nothing, its
  * liveness clock (unresponsive_ms) starts now, not at its last progress, however old. */
 void gmxd__owe(client_t *c, int64_t now);
@@ -329,14 +340,8 @@ void gmxd__cut(client_t *c, const char *why);
 /* The same, telling the client `error` (a positive errno: E2BIG for a memory budget). */
 void gmxd__cut_err(client_t *c, int error, const char *why);
 
-/* Pushes e to c's down ring, waking it if it sleeps; a full ring cuts it off. */
-void gmxd__push_down(client_t *c, const gmx_ring_entry_t *e);
-
-/* Sends e to c now, or after the outstanding evictions (keeps ring order). */
-void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e);
-
-/* Sends what waited for evictions, once none is outstanding. */
-void gmxd__flush_actions(void);
+/* c's command of seq cseq, NULL when it has none; with remove, taken out of c's table. */
+dcmd_t *gmxd__hash_take(client_t *c, uint64_t cseq, int remove);
 
 /* Completes for the policy what was deferred during policy calls. */
 void gmxd__run_deferred(void);
