@@ -6,7 +6,7 @@
  * process-shared mutex, so a process killed at any point never wedges the others.
  */
 #define _GNU_SOURCE
-#include "engine.h"
+#include "engine_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,47 +26,7 @@
 #define SI_MAGIC 0x676d78736e6431ull /* "gmxsnd1" */
 #define SI_VERSION 4
 
-typedef struct {
-	int32_t kind, stream, state, next;
-	int32_t event, wait_stream;
-	uint64_t sseq, gseq, wait_seq, bytes;
-	int64_t dur_ns, submit_ns;
-	uint64_t hostfn, user;
-	char name[SI_NAME];
-} si_cmd_t;
-
-enum { C_FREE, C_PENDING, C_HOST_RUNNING };
-
-typedef struct {
-	int32_t kind, ctx, head, tail;
-	uint64_t submitted, done;
-} si_stream_t;
-
-typedef struct {
-	int32_t in_use, stream;
-	uint64_t seq;
-	int64_t time_ns;
-} si_event_t;
-
-typedef struct {
-	int32_t pid, in_use, free_head, nstreams;
-	uint64_t gseq, mem_bytes;
-	si_stream_t streams[SI_STREAMS];
-	si_event_t events[SI_EVENTS];
-	si_cmd_t cmds[SI_CMDS];
-} si_slot_t;
-
-typedef struct {
-	uint64_t magic, version;
-	pthread_mutex_t lock;
-	int64_t gpu_t, run_end, slice_ns, slice_start, last_reap;
-	int32_t run_slot, run_cmd, cur_slot;
-	int32_t hi; /* one past the highest slot in use: every scan stops there */
-	uint64_t mem_total;
-	si_slot_t slots[SI_SLOTS];
-} si_shm_t;
-
-static si_shm_t *E;
+si_shm_t *si__shm;
 static int g_slot = -1;
 static int g_log = -1;
 static int g_helper;
@@ -105,23 +65,22 @@ static void slot_reset(si_slot_t *s)
 	s->free_head = 0;
 }
 
-/* Lowers E->hi past the slots no longer in use at the top. */
+/* Lowers si__shm->hi past the slots no longer in use at the top. */
 static void hi_shrink(void)
 {
-	while (E->hi > 0 && !E->slots[E->hi - 1].in_use)
-		E->hi--;
+	while (si__shm->hi > 0 && !si__shm->slots[si__shm->hi - 1].in_use)
+		si__shm->hi--;
 }
 
-/* Frees the slots of processes that no longer exist; drops their running command. */
-static void reap_dead(void)
+void si__reap_dead(void)
 {
-	for (int i = 0; i < E->hi; i++) {
-		si_slot_t *s = &E->slots[i];
+	for (int i = 0; i < si__shm->hi; i++) {
+		si_slot_t *s = &si__shm->slots[i];
 		if (!s->in_use || i == g_slot)
 			continue;
 		if (kill(s->pid, 0) == -1 && errno == ESRCH) {
-			if (E->run_slot == i)
-				E->run_slot = -1;
+			if (si__shm->run_slot == i)
+				si__shm->run_slot = -1;
 			slot_reset(s);
 		}
 	}
@@ -130,26 +89,27 @@ static void reap_dead(void)
 
 static void lock(void)
 {
-	int r = pthread_mutex_lock(&E->lock);
+	int r = pthread_mutex_lock(&si__shm->lock);
 	if (r == EOWNERDEAD) {
 		/* The holder died mid-update: its own slot is reclaimed; the shared fields it may have
 		 * been changing (the running command) are re-validated. */
-		E->hi = SI_SLOTS; /* it may have been moving the bound: look at every slot */
+		si__shm->hi = SI_SLOTS; /* it may have been moving the bound: look at every slot */
 		hi_shrink();
-		reap_dead();
-		if (E->run_slot >= 0 && (!E->slots[E->run_slot].in_use ||
-					 E->slots[E->run_slot].cmds[E->run_cmd].state != C_PENDING))
-			E->run_slot = -1;
-		pthread_mutex_consistent(&E->lock);
+		si__reap_dead();
+		if (si__shm->run_slot >= 0 &&
+		    (!si__shm->slots[si__shm->run_slot].in_use ||
+		     si__shm->slots[si__shm->run_slot].cmds[si__shm->run_cmd].state != C_PENDING))
+			si__shm->run_slot = -1;
+		pthread_mutex_consistent(&si__shm->lock);
 	}
 }
 
 static void unlock(void)
 {
-	pthread_mutex_unlock(&E->lock);
+	pthread_mutex_unlock(&si__shm->lock);
 }
 
-static void log_cmd(int slot, const si_cmd_t *c, int64_t start, int64_t end)
+void si__log_cmd(int slot, const si_cmd_t *c, int64_t start, int64_t end)
 {
 	if (g_log < 0)
 		return;
@@ -157,164 +117,14 @@ static void log_cmd(int slot, const si_cmd_t *c, int64_t start, int64_t end)
 	char buf[256];
 	int n = snprintf(buf, sizeof buf,
 			 "start_ns=%lld end_ns=%lld pid=%d stream=%d kind=%s name=%s dur_ns=%lld\n",
-			 (long long)start, (long long)end, (int)E->slots[slot].pid, c->stream, kinds[c->kind],
-			 c->name[0] ? c->name : "-", (long long)c->dur_ns);
+			 (long long)start, (long long)end, (int)si__shm->slots[slot].pid, c->stream,
+			 kinds[c->kind], c->name[0] ? c->name : "-", (long long)c->dur_ns);
 	if (n > 0) {
 		ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 		(void)w;
 	}
 }
 
-/* Stream-order and legacy-default-stream rules: may command c of slot s start now? */
-static int eligible(const si_slot_t *s, const si_cmd_t *c)
-{
-	const si_stream_t *st = &s->streams[c->stream];
-	if (st->kind == SI_S_NONBLOCKING)
-		return 1;
-	for (int i = 0; i < s->nstreams; i++) {
-		const si_stream_t *o = &s->streams[i];
-		if (i == c->stream || o->kind == 0 || o->ctx != st->ctx || o->head < 0)
-			continue;
-		int blocks = (st->kind == SI_S_LEGACY && o->kind == SI_S_BLOCKING) ||
-			     (st->kind == SI_S_BLOCKING && o->kind == SI_S_LEGACY);
-		if (blocks && s->cmds[o->head].gseq < c->gseq)
-			return 0;
-	}
-	return 1;
-}
-
-static void pop_head(si_slot_t *s, int si, int64_t t)
-{
-	si_stream_t *st = &s->streams[si];
-	int ci = st->head;
-	si_cmd_t *c = &s->cmds[ci];
-	st->done = c->sseq;
-	st->head = c->next;
-	if (st->head < 0)
-		st->tail = -1;
-	if (c->kind == SI_K_RECORD && c->event >= 0 && c->event < SI_EVENTS)
-		s->events[c->event].time_ns = t;
-	c->state = C_FREE;
-	c->next = s->free_head;
-	s->free_head = ci;
-}
-
-/* Completes zero-time commands at stream heads at time t; returns nonzero on progress. */
-static int settle(int64_t t)
-{
-	int progress = 0;
-	for (int i = 0; i < E->hi; i++) {
-		si_slot_t *s = &E->slots[i];
-		if (!s->in_use)
-			continue;
-		for (int k = 0; k < s->nstreams; k++) {
-			si_stream_t *st = &s->streams[k];
-			while (st->head >= 0) {
-				si_cmd_t *c = &s->cmds[st->head];
-				if (c->kind == SI_K_KERNEL || c->kind == SI_K_COPY || c->kind == SI_K_HOSTFN)
-					break;
-				if (!eligible(s, c))
-					break;
-				if (c->kind == SI_K_WAIT) {
-					const si_stream_t *w = &s->streams[c->wait_stream];
-					if (w->kind != 0 && w->done < c->wait_seq)
-						break;
-				}
-				int64_t when = c->submit_ns > t ? c->submit_ns : t;
-				log_cmd(i, c, when, when);
-				pop_head(s, k, when);
-				progress = 1;
-			}
-		}
-	}
-	return progress;
-}
-
-/* Advances the simulated GPU to `now`. Lock held. */
-static void advance(int64_t now)
-{
-	if (now - E->last_reap > 20000000LL) {
-		E->last_reap = now;
-		reap_dead();
-	}
-	for (int guard = 0; guard < 100000; guard++) {
-		settle(E->gpu_t);
-		if (E->run_slot >= 0) {
-			if (E->run_end > now)
-				return;
-			si_slot_t *s = &E->slots[E->run_slot];
-			si_cmd_t *c = &s->cmds[E->run_cmd];
-			log_cmd(E->run_slot, c, E->run_end - c->dur_ns, E->run_end);
-			E->gpu_t = E->run_end;
-			E->run_slot = -1;
-			pop_head(s, c->stream, E->gpu_t);
-			continue;
-		}
-		/* Earliest time any runnable timed command could start. */
-		int64_t t0 = INT64_MAX;
-		for (int i = 0; i < E->hi; i++) {
-			si_slot_t *s = &E->slots[i];
-			if (!s->in_use)
-				continue;
-			for (int k = 0; k < s->nstreams; k++) {
-				int h = s->streams[k].head;
-				if (h < 0)
-					continue;
-				si_cmd_t *c = &s->cmds[h];
-				if ((c->kind != SI_K_KERNEL && c->kind != SI_K_COPY) || c->submit_ns > now ||
-				    !eligible(s, c))
-					continue;
-				int64_t a = c->submit_ns > E->gpu_t ? c->submit_ns : E->gpu_t;
-				if (a < t0)
-					t0 = a;
-			}
-		}
-		if (t0 == INT64_MAX) {
-			if (E->gpu_t < now)
-				E->gpu_t = now;
-			return;
-		}
-		/* Time slicing: the current process keeps the GPU until its slice ends; then the next
-		 * process (round robin) with runnable work. Oldest command first within a process. */
-		int pick_slot = -1, pick_cmd = -1;
-		for (int n = 0; n <= E->hi && pick_slot < 0; n++) {
-			int i;
-			if (n == 0) {
-				if (E->cur_slot < 0 || t0 - E->slice_start >= E->slice_ns)
-					continue;
-				i = E->cur_slot;
-			} else {
-				i = ((E->cur_slot < 0 ? -1 : E->cur_slot) + n) % E->hi;
-			}
-			si_slot_t *s = &E->slots[i];
-			if (!s->in_use)
-				continue;
-			uint64_t best = UINT64_MAX;
-			for (int k = 0; k < s->nstreams; k++) {
-				int h = s->streams[k].head;
-				if (h < 0)
-					continue;
-				si_cmd_t *c = &s->cmds[h];
-				if ((c->kind == SI_K_KERNEL || c->kind == SI_K_COPY) && c->submit_ns <= t0 &&
-				    c->gseq < best && eligible(s, c)) {
-					best = c->gseq;
-					pick_slot = i;
-					pick_cmd = h;
-				}
-			}
-		}
-		if (pick_slot < 0)
-			return; /* cannot happen: t0 had a candidate */
-		if (pick_slot != E->cur_slot || t0 - E->slice_start >= E->slice_ns) {
-			E->cur_slot = pick_slot;
-			E->slice_start = t0;
-		}
-		E->run_slot = pick_slot;
-		E->run_cmd = pick_cmd;
-		E->run_end = t0 + E->slots[pick_slot].cmds[pick_cmd].dur_ns;
-		E->gpu_t = t0;
-	}
-}
 
 static void atfork_child(void)
 {
@@ -327,11 +137,11 @@ static void atfork_child(void)
 int si_engine_attach(void)
 {
 	pthread_mutex_lock(&g_local);
-	if (E && g_slot >= 0) {
+	if (si__shm && g_slot >= 0) {
 		pthread_mutex_unlock(&g_local);
 		return 0;
 	}
-	if (!E) {
+	if (!si__shm) {
 		const char *dir = getenv("GPUMUX_STANDIN_DIR");
 		char path[4096];
 		snprintf(path, sizeof path, "%s/gpumux-standin-%u", dir && *dir ? dir : "/dev/shm",
@@ -402,7 +212,7 @@ int si_engine_attach(void)
 		}
 		flock(fd, LOCK_UN);
 		close(fd);
-		E = e;
+		si__shm = e;
 		const char *log = getenv("GPUMUX_STANDIN_LOG");
 		if (log && *log)
 			g_log = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -414,20 +224,20 @@ int si_engine_attach(void)
 	lock();
 	int slot = -1;
 	for (int i = 0; i < SI_SLOTS && slot < 0; i++)
-		if (!E->slots[i].in_use)
+		if (!si__shm->slots[i].in_use)
 			slot = i;
 	if (slot < 0) {
-		reap_dead();
+		si__reap_dead();
 		for (int i = 0; i < SI_SLOTS && slot < 0; i++)
-			if (!E->slots[i].in_use)
+			if (!si__shm->slots[i].in_use)
 				slot = i;
 	}
 	if (slot >= 0) {
-		slot_reset(&E->slots[slot]);
-		E->slots[slot].in_use = 1;
-		E->slots[slot].pid = (int32_t)getpid();
-		if (slot >= E->hi)
-			E->hi = slot + 1;
+		slot_reset(&si__shm->slots[slot]);
+		si__shm->slots[slot].in_use = 1;
+		si__shm->slots[slot].pid = (int32_t)getpid();
+		if (slot >= si__shm->hi)
+			si__shm->hi = slot + 1;
 	}
 	unlock();
 	g_slot = slot;
@@ -444,12 +254,12 @@ int si_engine_attach(void)
 
 void si_engine_forget(void)
 {
-	if (!E || g_slot < 0)
+	if (!si__shm || g_slot < 0)
 		return;
 	lock();
-	if (E->run_slot == g_slot)
-		E->run_slot = -1;
-	slot_reset(&E->slots[g_slot]);
+	if (si__shm->run_slot == g_slot)
+		si__shm->run_slot = -1;
+	slot_reset(&si__shm->slots[g_slot]);
 	hi_shrink();
 	unlock();
 	g_slot = -1;
@@ -457,7 +267,7 @@ void si_engine_forget(void)
 
 static si_slot_t *me(void)
 {
-	return &E->slots[g_slot];
+	return &si__shm->slots[g_slot];
 }
 
 int si_stream_open(int kind, int ctx)
@@ -488,7 +298,7 @@ void si_stream_close(int si)
 	lock();
 	si_slot_t *s = me();
 	/* Pending work of a destroyed stream still runs (as on a GPU): close once it drained. */
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	if (s->streams[si].head < 0)
 		s->streams[si].kind = 0;
 	else
@@ -498,7 +308,7 @@ void si_stream_close(int si)
 
 int si_stream_kind(int si)
 {
-	return E->slots[g_slot].streams[si].kind;
+	return si__shm->slots[g_slot].streams[si].kind;
 }
 
 static void start_helper(void);
@@ -508,7 +318,7 @@ uint64_t si_submit(const si_submit_t *in)
 	lock();
 	si_slot_t *s = me();
 	int64_t now = si_now_ns();
-	advance(now);
+	si__advance(now);
 	if (s->free_head < 0) {
 		unlock();
 		return 0;
@@ -545,7 +355,7 @@ uint64_t si_submit(const si_submit_t *in)
 		st->head = ci;
 	st->tail = ci;
 	uint64_t seq = c->sseq;
-	advance(now);
+	si__advance(now);
 	unlock();
 	if (in->kind == SI_K_HOSTFN)
 		start_helper();
@@ -561,7 +371,7 @@ static int stream_done_locked(int si, uint64_t seq)
 int si_stream_done(int si, uint64_t seq)
 {
 	lock();
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	int r = stream_done_locked(si, seq);
 	unlock();
 	return r;
@@ -579,7 +389,7 @@ static int ctx_done_locked(int ctx)
 int si_ctx_done(int ctx)
 {
 	lock();
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	int r = ctx_done_locked(ctx);
 	unlock();
 	return r;
@@ -621,7 +431,7 @@ static int event_done_locked(int e)
 int si_event_done(int e)
 {
 	lock();
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	int r = event_done_locked(e);
 	unlock();
 	return r;
@@ -630,7 +440,7 @@ int si_event_done(int e)
 int64_t si_event_time(int e)
 {
 	lock();
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	int64_t t = event_done_locked(e) ? me()->events[e].time_ns : -1;
 	unlock();
 	return t;
@@ -650,13 +460,13 @@ int si_event_target(int e, int *stream, uint64_t *seq)
 static int run_one_hostfn(void)
 {
 	lock();
-	advance(si_now_ns());
+	si__advance(si_now_ns());
 	si_slot_t *s = me();
 	int found = -1;
 	for (int k = 0; k < s->nstreams && found < 0; k++) {
 		int h = s->streams[k].head;
 		if (h >= 0 && s->cmds[h].kind == SI_K_HOSTFN && s->cmds[h].state == C_PENDING &&
-		    eligible(s, &s->cmds[h]))
+		    si__eligible(s, &s->cmds[h]))
 			found = h;
 	}
 	if (found < 0) {
@@ -672,9 +482,9 @@ static int run_one_hostfn(void)
 	fn(user);
 	lock();
 	int64_t now = si_now_ns();
-	log_cmd(g_slot, c, now, now);
-	pop_head(s, stream, now);
-	advance(now);
+	si__log_cmd(g_slot, c, now, now);
+	si__pop_head(s, stream, now);
+	si__advance(now);
 	unlock();
 	return 1;
 }
@@ -713,9 +523,9 @@ void si_wait(int (*check)(const void *), const void *arg)
 			;
 		lock();
 		int64_t now = si_now_ns();
-		advance(now);
+		si__advance(now);
 		int ok = check(arg);
-		int64_t wake = E->run_slot >= 0 ? E->run_end : now + 1000000;
+		int64_t wake = si__shm->run_slot >= 0 ? si__shm->run_end : now + 1000000;
 		unlock();
 		if (ok)
 			return;
@@ -769,10 +579,10 @@ int si_mem_reserve(uint64_t bytes)
 {
 	lock();
 	uint64_t used = 0;
-	for (int i = 0; i < E->hi; i++)
-		if (E->slots[i].in_use)
-			used += E->slots[i].mem_bytes;
-	int ok = used + bytes <= E->mem_total;
+	for (int i = 0; i < si__shm->hi; i++)
+		if (si__shm->slots[i].in_use)
+			used += si__shm->slots[i].mem_bytes;
+	int ok = used + bytes <= si__shm->mem_total;
 	if (ok)
 		me()->mem_bytes += bytes;
 	unlock();
@@ -791,11 +601,11 @@ void si_mem_info(uint64_t *free_b, uint64_t *total_b)
 {
 	lock();
 	uint64_t used = 0;
-	for (int i = 0; i < E->hi; i++)
-		if (E->slots[i].in_use)
-			used += E->slots[i].mem_bytes;
-	*total_b = E->mem_total;
-	*free_b = used < E->mem_total ? E->mem_total - used : 0;
+	for (int i = 0; i < si__shm->hi; i++)
+		if (si__shm->slots[i].in_use)
+			used += si__shm->slots[i].mem_bytes;
+	*total_b = si__shm->mem_total;
+	*free_b = used < si__shm->mem_total ? si__shm->mem_total - used : 0;
 	unlock();
 }
 

@@ -1,7 +1,8 @@
 /*
  * The stand-in driver's internals, shared by its files: the process's handle tables, the
  * allocation table, and helpers. One mutex (S.lock) guards the tables; the simulated GPU
- * itself (engine.c) has its own process-shared lock, always taken after S.lock.
+ * itself (engine.c; its timeline in engine_run.c) has its own process-shared lock, always
+ * taken after S.lock.
  *
  *   standin.c  init, devices, contexts, cuGetProcAddress
  *   module.c   text modules, kernels and launches
