@@ -247,16 +247,18 @@ static int load(gmx_msched_t *ms, uint32_t c, const uint64_t mk[8], int64_t key,
  * serial rate unless recorded), and once a sync is passed, the host's time
  * before each op up to that kernel. 0 when the next kernel is queued behind it.
  * *copies gets the part of it before the host's first wait (the copies queued
- * behind the op). */
-static int64_t idle_after(const gmx_workload_t *w, uint32_t k, double serial_gbps, int64_t *copies)
+ * behind the op), *host the host's own time (the queue empty). */
+static int64_t idle_after(const gmx_workload_t *w, uint32_t k, double serial_gbps, int64_t *copies, int64_t *host)
 {
 	int synced = 0;
 	int64_t gap = 0;
-	*copies = 0;
+	*copies = *host = 0;
 	for (uint32_t s = 1; s <= w->n_ops; s++) {
 		const gmx_op_t *o = &w->ops[(k + s) % w->n_ops];
-		if (synced)
+		if (synced) {
 			gap += (int64_t)o->think_ns;
+			*host += (int64_t)o->think_ns;
+		}
 		if (o->kind == GMX_OP_KERNEL || o->kind == GMX_OP_MEMSET)
 			break;
 		if (o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H) {
@@ -304,11 +306,12 @@ static int build_index(gmx_msched_t *ms, uint32_t t)
 		return -ENOMEM;
 	}
 	for (uint32_t k = 0; k < w->n_ops; k++) {
-		int64_t copies;
-		b->idle[k] = idle_after(w, k, ms->dev->link_serial_gbps, &copies);
-		/* A host gap past the scheduler's grace ends the turn once the copies
-		 * queued behind the op are done (F2b, docs/simulator.md). */
-		b->tail[k] = b->idle[k] > GMX_TIMELINE_GRACE_NS ? copies + GMX_TIMELINE_GRACE_NS : -1;
+		int64_t copies, host;
+		b->idle[k] = idle_after(w, k, ms->dev->link_serial_gbps, &copies, &host);
+		/* A host gap (the queue empty) past the scheduler's grace ends the
+		 * turn once the copies queued behind the op are done (F2b,
+		 * docs/simulator.md); copies keep the queue busy. */
+		b->tail[k] = host > GMX_TIMELINE_GRACE_NS ? copies + GMX_TIMELINE_GRACE_NS : -1;
 	}
 	uint64_t total = 0;
 	for (int pass = 0; pass < 2; pass++) {
