@@ -509,7 +509,7 @@ static int stream_next(gmx_msched_t *ms, int64_t now, uint32_t *c, uint64_t mk[8
 }
 
 /* The stream: the timeline's coming pages, in order, loaded on the link from
- * `at` while it is committed less than up to `horizon`, each only into room a
+ * `at` while the link's queue ends before `horizon`, each only into room a
  * chunk used later than it gives up. 0 or <0 error. */
 static int stream(gmx_msched_t *ms, int64_t now, int64_t at, int64_t horizon)
 {
