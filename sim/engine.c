@@ -423,6 +423,9 @@ static void cmd_end(sim_t *s, scmd_t *x)
 		spatial_end(s, x);
 	if (x->c.leased)
 		tk->leased_now--;
+	if (s->ms && x->engine == ENG_EXEC && x->c.op->region_count && s->cfg->mem != GMX_MEM_IDEAL &&
+	    s->cfg->mem != GMX_MEM_INMEM)
+		gmx_sim__msched_end(s, x);
 	s->cfg->policy->on_complete(s->policy, &x->c);
 	if (x->ends_pending)
 		x->dead = 1; /* freed when its last stale end event is popped */

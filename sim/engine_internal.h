@@ -190,6 +190,9 @@ void gmx_sim__ideal_begin(sim_t *s, scmd_t *x);
 
 /* msched: starts the kernel once its planned pages are in; what was missed faults in (um). */
 void gmx_sim__msched_begin(sim_t *s, scmd_t *x);
+/* A kernel begun by gmx_sim__msched_begin ended now: tells the planner (its host may leave the
+ * device after it). Fails the run on the planner's errors. */
+void gmx_sim__msched_end(sim_t *s, scmd_t *x);
 
 /* Unified memory: starts the kernel from its first page; it runs until its next missing page. */
 void gmx_sim__um_begin(sim_t *s, scmd_t *x);

@@ -109,6 +109,12 @@ void gmx_sim__msched_begin(sim_t *s, scmd_t *x)
 	gmx_sim__cmd_push(s, x, ready, EV_RESUME);
 }
 
+void gmx_sim__msched_end(sim_t *s, scmd_t *x)
+{
+	if (gmx_msched_op_end(s->ms, x->c.task, x->op_index, s->now))
+		gmx_sim__fail(s, -ENOMEM, "out of memory in msched's planner");
+}
+
 void gmx_sim__um_begin(sim_t *s, scmd_t *x)
 {
 	stask_t *tk = &s->t[x->c.task];

@@ -624,3 +624,11 @@ int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t
 		free_at = now + ms->piece_ns;
 	return free_at - now + gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
 }
+
+int gmx_msched_op_end(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
+{
+	if (!ms->belady || task >= ms->n || op >= ms->t[task].w->n_ops)
+		return 0;
+	int rc = gmx_msched__belady_op_end(ms, task, op, now);
+	return rc == -ENOSPC ? 0 : rc;
+}

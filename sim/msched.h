@@ -65,6 +65,11 @@ void gmx_msched_destroy(gmx_msched_t *ms);
  * the slice rule or the planner ran out of memory. */
 int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready);
 
+/* Op `op` of `task`, begun through gmx_msched_kernel, ended at `now`: the
+ * continuous planner uses the gap when the task's host leaves the device
+ * after it (the other variants do nothing). 0 or -ENOMEM. */
+int gmx_msched_op_end(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now);
+
 /* Turns the slice rule on (see GMX_MSCHED_MIGRATION_SHARE); off, every slice is
  * the slice_ns given at creation. */
 void gmx_msched_slice_rule(gmx_msched_t *ms, int on);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpumux/sched.h"
 #include "msched_internal.h"
 
 /* How far ahead of the kernel being started the stream commits the link: a
@@ -110,6 +111,21 @@ static int64_t next_use(const gmx_msched_t *ms, uint32_t t, uint32_t c, uint64_t
 	return task_time(ms, t, unit + 1, b->ops[lo]);
 }
 
+/* The running task's task time left in its turn, from its op's start: the
+ * slice's rest, or less when its host leaves the device after the op (the
+ * turn ends there). */
+static int64_t turn_rest(const gmx_msched_t *ms, int64_t now)
+{
+	int64_t rem = ms->turn_end > now ? ms->turn_end - now : 0;
+	if (ms->n_order) {
+		uint32_t t = ms->order[0];
+		const bindex_t *b = &ms->b[t];
+		if (b->started && b->tail[b->op] >= 0 && ms->t[t].op_ns[b->op] < rem)
+			rem = ms->t[t].op_ns[b->op];
+	}
+	return rem;
+}
+
 /* Predicted wall-clock time at which task t reaches task time `key`, on the
  * timeline of the last switch (see the file comment). */
 static int64_t wall(const gmx_msched_t *ms, uint32_t t, int64_t key, int64_t now)
@@ -122,7 +138,7 @@ static int64_t wall(const gmx_msched_t *ms, uint32_t t, int64_t key, int64_t now
 		d = 0;
 	int64_t S = ms->slice_ns > 0 ? ms->slice_ns : 1, others = (int64_t)(ms->n_order - 1) * S, base;
 	if (ms->slot_of[t] == 0) {
-		int64_t rem = ms->turn_end > now ? ms->turn_end - now : 0;
+		int64_t rem = turn_rest(ms, now);
 		if (d < rem)
 			return now + d;
 		d -= rem;
@@ -229,19 +245,27 @@ static int load(gmx_msched_t *ms, uint32_t c, const uint64_t mk[8], int64_t key,
 /* How long after op k of w ends its task's next kernel can start at the
  * earliest, when the host waits in between: the copies that follow it (at the
  * serial rate unless recorded), and once a sync is passed, the host's time
- * before each op up to that kernel. 0 when the next kernel is queued behind it. */
-static int64_t idle_after(const gmx_workload_t *w, uint32_t k, double serial_gbps)
+ * before each op up to that kernel. 0 when the next kernel is queued behind it.
+ * *copies gets the part of it before the host's first wait (the copies queued
+ * behind the op), *host the host's own time (the queue empty). */
+static int64_t idle_after(const gmx_workload_t *w, uint32_t k, double serial_gbps, int64_t *copies, int64_t *host)
 {
 	int synced = 0;
 	int64_t gap = 0;
+	*copies = *host = 0;
 	for (uint32_t s = 1; s <= w->n_ops; s++) {
 		const gmx_op_t *o = &w->ops[(k + s) % w->n_ops];
-		if (synced)
+		if (synced) {
 			gap += (int64_t)o->think_ns;
+			*host += (int64_t)o->think_ns;
+		}
 		if (o->kind == GMX_OP_KERNEL || o->kind == GMX_OP_MEMSET)
 			break;
-		if (o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H)
+		if (o->kind == GMX_OP_COPY_H2D || o->kind == GMX_OP_COPY_D2H) {
 			gap += o->duration_ns ? (int64_t)o->duration_ns : (int64_t)((double)o->bytes / serial_gbps);
+			if (!synced)
+				*copies = gap;
+		}
 		synced |= o->kind == GMX_OP_SYNC;
 	}
 	return gap;
@@ -276,12 +300,19 @@ static int build_index(gmx_msched_t *ms, uint32_t t)
 	for (uint32_t k = 0; k < w->n_ops; k++)
 		b->cum[k + 1] = b->cum[k] + p->op_ns[k];
 	b->idle = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
-	if (!b->idle) {
+	b->tail = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
+	if (!b->idle || !b->tail) {
 		free(last);
 		return -ENOMEM;
 	}
-	for (uint32_t k = 0; k < w->n_ops; k++)
-		b->idle[k] = idle_after(w, k, ms->dev->link_serial_gbps);
+	for (uint32_t k = 0; k < w->n_ops; k++) {
+		int64_t copies, host;
+		b->idle[k] = idle_after(w, k, ms->dev->link_serial_gbps, &copies, &host);
+		/* A host gap (the queue empty) past the scheduler's grace ends the
+		 * turn once the copies queued behind the op are done (F2b,
+		 * docs/simulator.md); copies keep the queue busy. */
+		b->tail[k] = host > GMX_TIMELINE_GRACE_NS ? copies + GMX_TIMELINE_GRACE_NS : -1;
+	}
 	uint64_t total = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		memset(last, 0xff, ((size_t)b->n + 1) * sizeof(uint32_t));
@@ -351,6 +382,7 @@ void gmx_msched__belady_destroy(gmx_msched_t *ms)
 		free(ms->b[t].ops);
 		free(ms->b[t].cum);
 		free(ms->b[t].idle);
+		free(ms->b[t].tail);
 		free(ms->b[t].heap.e);
 	}
 	free(ms->bkey);
@@ -443,7 +475,7 @@ static int stream_next(gmx_msched_t *ms, int64_t now, uint32_t *c, uint64_t mk[8
 		}
 		int64_t at = task_time(ms, task, q->unit, q->op);
 		/* The slot's end: the running turn's remaining time, another turn's slice. */
-		int64_t span = q->slot == 0 ? (ms->turn_end > now ? ms->turn_end - now : 0) : ms->slice_ns;
+		int64_t span = q->slot == 0 ? turn_rest(ms, now) : ms->slice_ns;
 		int64_t from = q->slot == 0 ? pos : q->start;
 		if (at - from >= span || q->steps > p->w->n_ops) {
 			q->slot++;
@@ -474,6 +506,47 @@ static int stream_next(gmx_msched_t *ms, int64_t now, uint32_t *c, uint64_t mk[8
 		}
 		return 1;
 	}
+}
+
+/* The stream: the timeline's coming pages, in order, loaded on the link from
+ * `at` while the link's queue ends before `horizon`, each only into room a
+ * chunk used later than it gives up. 0 or <0 error. */
+static int stream(gmx_msched_t *ms, int64_t now, int64_t at, int64_t horizon)
+{
+	gmx_memspace_t *m = ms->m;
+	for (;;) {
+		int64_t lf = ms->h2d_free > now ? ms->h2d_free : now;
+		if (lf >= horizon)
+			break;
+		uint32_t c, t;
+		uint64_t mk[8];
+		int64_t key;
+		bcursor_t save = ms->cur_at;
+		if (!stream_next(ms, now, &c, mk, &t, &key))
+			break;
+		if (gmx_msched__has_pages(&m->chunks[c], mk))
+			continue;
+		int64_t wk = wall(ms, t, key, now);
+		uint64_t bytes = 0;
+		for (int i = 0; i < 8; i++)
+			bytes += (uint64_t)__builtin_popcountll(mk[i] & ~m->chunks[c].bits[i]) << GMX_PAGE_SHIFT;
+		if (ms->slot_of[t] == 0 &&
+		    lf + (int64_t)((double)bytes / ms->dev->link_in_gbps) >= ms->turn_end) {
+			/* It would arrive after this turn: the running task's rest waits for its next. */
+			ms->cur_at.slot = 1;
+			ms->cur_at.valid = 0;
+			continue;
+		}
+		int rc = load(ms, c, mk, key, wk, now, at,
+			      ms->slot_of[t] == 0 ? &ms->st.planned_in_bytes : &ms->st.prefetch_in_bytes);
+		if (rc < 0 && rc != -ENOSPC)
+			return rc;
+		if (rc <= 0) {
+			ms->cur_at = save; /* no room yet: try again at the next kernel */
+			break;
+		}
+	}
+	return 0;
 }
 
 /* Keys the resident chunks of op `op` of `unit` of task t by their next
@@ -557,42 +630,30 @@ int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int6
 	/* The stream: the timeline's coming pages, while the link is free. When
 	 * the host leaves the device after this op (a copy back, work after a
 	 * sync), no kernel calls the planner until its next kernel or the next
-	 * turn's first: the link is committed through that gap, else it idles
-	 * there (Rodinia nn's readback ends its turn). */
+	 * turn's first: the link is committed through that gap, and the turn is
+	 * predicted to end there (Rodinia nn's readback ends its turn); the op's
+	 * end streams again (gmx_msched__belady_op_end), once its chunks are free. */
 	int64_t ahead = b->idle[op] > STREAM_AHEAD_NS ? b->idle[op] : STREAM_AHEAD_NS;
 	int64_t horizon = (start > now ? start : now) + p->op_ns[op] + ahead;
-	for (;;) {
-		int64_t lf = ms->h2d_free > now ? ms->h2d_free : now;
-		if (lf >= horizon)
-			break;
-		uint32_t c, t;
-		uint64_t mk[8];
-		int64_t key;
-		bcursor_t save = ms->cur_at;
-		if (!stream_next(ms, now, &c, mk, &t, &key))
-			break;
-		if (gmx_msched__has_pages(&m->chunks[c], mk))
-			continue;
-		int64_t wk = wall(ms, t, key, now);
-		uint64_t bytes = 0;
-		for (int i = 0; i < 8; i++)
-			bytes += (uint64_t)__builtin_popcountll(mk[i] & ~m->chunks[c].bits[i]) << GMX_PAGE_SHIFT;
-		if (ms->slot_of[t] == 0 &&
-		    lf + (int64_t)((double)bytes / ms->dev->link_in_gbps) >= ms->turn_end) {
-			/* It would arrive after this turn: the running task's rest waits for its next. */
-			ms->cur_at.slot = 1;
-			ms->cur_at.valid = 0;
-			continue;
-		}
-		int rc = load(ms, c, mk, key, wk, now, at,
-			      ms->slot_of[t] == 0 ? &ms->st.planned_in_bytes : &ms->st.prefetch_in_bytes);
-		if (rc < 0 && rc != -ENOSPC)
-			return rc;
-		if (rc <= 0) {
-			ms->cur_at = save; /* no room yet: try again at the next kernel */
-			break;
-		}
-	}
+	if (b->tail[op] >= 0 && start + p->op_ns[op] + b->tail[op] < ms->turn_end)
+		ms->turn_end = start + p->op_ns[op] + b->tail[op];
+	int rc = stream(ms, now, at, horizon);
+	if (rc)
+		return rc;
 	*ready = gmx_msched__inflight_wait(ms, task, op, start);
 	return 0;
+}
+
+int gmx_msched__belady_op_end(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
+{
+	bindex_t *b = &ms->b[task];
+	if (ms->cur != (int)task || !b->started || b->op != op || b->tail[op] < 0)
+		return 0;
+	/* Its chunks are free: keyed by their next use, which is in its next turn. */
+	if (rekey_after(ms, task, b->unit, op))
+		return -ENOMEM;
+	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
+	if (now + b->tail[op] < ms->turn_end)
+		ms->turn_end = now + b->tail[op];
+	return stream(ms, now, now, now + b->idle[op]);
 }

@@ -43,6 +43,9 @@ typedef struct bindex {
 	int64_t *idle;       /* per op: predicted ns from its end to the task's next kernel
 			      * when the host waits in between (copies, then host work after a
 			      * sync); 0 when the next kernel is already queued */
+	int64_t *tail;       /* per op: when the host leaves the device longer than the
+			      * scheduler's grace after it, how long after its end the turn
+			      * ends (the copies behind it, then the grace); -1 otherwise */
 	gmx_maxheap_t heap;  /* lazy max-heap of its resident chunks by key */
 	uint64_t unit;       /* units started */
 	uint32_t op;         /* op it runs (or ran last) */
@@ -185,5 +188,11 @@ int gmx_msched__belady_switch(gmx_msched_t *ms, uint32_t task, int64_t now);
  * room, and the link is free within the horizon. *ready gets when the op's
  * pages are in. 0, -ENOSPC or -ENOMEM. */
 int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready);
+
+/* Op `op` of `task` ended at `now` and its host leaves the device longer than
+ * the grace (its turn ends): its chunks are keyed by their next use, in its
+ * next turn, and the stream fills the gap with the coming turns' pages. 0 or
+ * <0 error. */
+int gmx_msched__belady_op_end(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now);
 
 #endif

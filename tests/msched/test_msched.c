@@ -398,16 +398,15 @@ static void test_msched_belady_streams_coming_turns(void **state)
 	assert_true(stream_share(GMX_MEM_MSCHED, 4, 512ull << 20, 32, 16ull << 20, 1ull << 30) > 0.95);
 }
 
-/* Mix A in small (Rodinia dwt2d, hotspot, cfd, nn at 1.5 GB each on 2 GiB, as a-300 on the
- * RTX 5080), under msched's timeline at slice_ns, 2 s of warm-up and 6 s measured: the share of
- * same-schedule inmem kept by mode, mean over the tasks. */
-static double mix_a_share(gmx_mem_mode_t mode, int64_t slice_ns)
+/* Generated Rodinia programs `kinds` at 1.5 GB each on 2 GiB (as a-300 on the RTX 5080), under
+ * msched's timeline at slice_ns, 2 s of warm-up and 6 s measured: the share of same-schedule
+ * inmem kept by mode, mean over the tasks; share[i] gets task i's. */
+static double gen_mix_share(char (*kinds)[8], int n, gmx_mem_mode_t mode, int64_t slice_ns, double *share)
 {
-	static char kinds[4][8] = {"dwt2d", "hotspot", "cfd", "nn"};
 	gmx_workload_t w[4];
 	gmx_sim_task_t tasks[4];
 	char msg[256];
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < n; i++) {
 		gmx_param_t fp = {"footprint", "1500000000"};
 		assert_int_equal(gmx_gen_build(kinds[i], &fp, 1, ".", &w[i], msg, sizeof(msg)), 0);
 		tasks[i] = (gmx_sim_task_t){.name = kinds[i], .workload = &w[i]};
@@ -420,21 +419,30 @@ static double mix_a_share(gmx_mem_mode_t mode, int64_t slice_ns)
 	for (int k = 0; k < 2; k++) {
 		gmx_sim_config_t cfg = {.device = gmx_preset_find("rtx5080"), .capacity_bytes = 2ull << 30, .mem = m[k],
 					.policy = gmx_sched_find("timeline"), .sched = p, .warmup_ns = 2000000000,
-					.duration_ns = 6000000000, .seed = 1, .tasks = tasks, .n_tasks = 4};
+					.duration_ns = 6000000000, .seed = 1, .tasks = tasks, .n_tasks = (uint32_t)n};
 		char err[256];
 		assert_int_equal(gmx_sim_run(&cfg, r[k], err, sizeof(err)), 0);
 	}
-	double share = 0;
-	for (int i = 0; i < 4; i++)
-		share += r[1]->tasks[i].throughput_per_s / r[0]->tasks[i].throughput_per_s / 4;
-	print_message("mix A small, %s at %lld ms: %.2f%% of inmem (dwt2d %.2f%%)\n", gmx_mem_mode_name(mode),
-		      (long long)(slice_ns / 1000000), 100 * share,
-		      100 * r[1]->tasks[0].throughput_per_s / r[0]->tasks[0].throughput_per_s);
-	for (int i = 0; i < 4; i++)
+	double mean = 0;
+	for (int i = 0; i < n; i++) {
+		share[i] = r[1]->tasks[i].throughput_per_s / r[0]->tasks[i].throughput_per_s;
+		mean += share[i] / n;
+	}
+	print_message("%s at %lld ms: %.2f%% of inmem (%s %.2f%%)\n", gmx_mem_mode_name(mode),
+		      (long long)(slice_ns / 1000000), 100 * mean, kinds[n - 1], 100 * share[n - 1]);
+	for (int i = 0; i < n; i++)
 		gmx_workload_free(&w[i]);
 	free(r[0]);
 	free(r[1]);
-	return share;
+	return mean;
+}
+
+/* Mix A in small (Rodinia dwt2d, hotspot, cfd, nn): the mean share of same-schedule inmem. */
+static double mix_a_share(gmx_mem_mode_t mode, int64_t slice_ns)
+{
+	static char kinds[4][8] = {"dwt2d", "hotspot", "cfd", "nn"};
+	double share[4];
+	return gen_mix_share(kinds, 4, mode, slice_ns, share);
 }
 
 /* On the Rodinia mix the continuous planner keeps at least what the switch-time plan keeps.
@@ -456,6 +464,23 @@ static void test_msched_belady_mix_a(void **state)
 		double bel = mix_a_share(GMX_MEM_MSCHED, slice);
 		assert_true(bel >= old - 0.005);
 	}
+}
+
+/* A turn that ends in a host gap: Rodinia nn runs one kernel over its records and distances,
+ * copies the distances back (100 ms here) and scans them on the host, and the scheduler moves
+ * on a millisecond after the copy. The planner acted at kernels only: at nn's kernel its own
+ * chunks are held, so the next task's pages could go only into the room beside them, and once
+ * the kernel had ended, nothing used its 1.5 GB for the next turn while the copy ran; and it
+ * counted nn's next query as within its turn, so nn's chunks looked needed first. Now the
+ * kernel's end streams the next turn's pages into them (gmx_msched_op_end). hotspot beside nn
+ * at 200 ms: 77.6% of inmem before, 82.7% now. */
+static void test_msched_belady_turn_ends_in_host_gap(void **state)
+{
+	(void)state;
+	static char kinds[2][8] = {"nn", "hotspot"};
+	double share[2];
+	gen_mix_share(kinds, 2, GMX_MEM_MSCHED, 200000000, share);
+	assert_true(share[1] > 0.80);
 }
 
 /* A kernel whose range starts at no argument has no template; with a pointer
@@ -615,6 +640,7 @@ int main(void)
 		cmocka_unit_test(test_msched_no_missing),
 		cmocka_unit_test(test_msched_belady_streams_coming_turns),
 		cmocka_unit_test(test_msched_belady_mix_a),
+		cmocka_unit_test(test_msched_belady_turn_ends_in_host_gap),
 		cmocka_unit_test(test_msched_whole_allocation_fallback),
 		cmocka_unit_test(test_msched_fallback_counted),
 		cmocka_unit_test(test_learn_two_sizes),
