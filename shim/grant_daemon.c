@@ -397,8 +397,12 @@ static void grant_completed(void *self, uint64_t seq)
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&gmx_dl.lock);
-	if (gmx_dl.connected)
+	if (gmx_dl.connected) {
 		completed_locked(seq, 0);
+		/* pushed now, as every completion reported: no run waits for a look that may not come */
+		if (gmx_dl_run_push() != 0)
+			gmx_dl_desync_locked();
+	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
