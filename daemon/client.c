@@ -294,6 +294,28 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 	SRV.ops->on_launch(SRV.pol, &d->c);
 }
 
+/* A command the client reports completed: the policy hears it. */
+static void completed(client_t *c, const gmx_ring_entry_t *e)
+{
+	dcmd_t *d = gmxd__hash_take(c, e->seq, 0);
+	if (!d || d->state != D_GRANTED) {
+		protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
+			       (unsigned long long)e->seq);
+		return;
+	}
+	gmxd__hash_take(c, e->seq, 1);
+	c->inflight--;
+	c->completions++;
+	c->last_progress = real_now();
+	if (d->c.leased)
+		c->leased_now--;
+	else if (d->gidx && d->gidx <= c->g_known)
+		c->g_known_inflight--;
+	SRV.ops->on_complete(SRV.pol, &d->c);
+	c->refs--;
+	dcmd_free(d);
+}
+
 static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 {
 	switch (e->type) {
@@ -352,29 +374,26 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		SRV.ops->on_launch(SRV.pol, &d->c);
 		return;
 	}
-	case GMX_UP_COMPLETE: {
-		dcmd_t *d = gmxd__hash_take(c, e->seq, 0);
-		if (!d || d->state != D_GRANTED) {
-			protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
-				       (unsigned long long)e->seq);
+	case GMX_UP_COMPLETE:
+	case GMX_UP_RELEASED: {
+		/* One command, or a run of them (protocol 4): each heard in turn. */
+		uint32_t more = gmx_run_more(e->type, e->a);
+		if (more >= GMX_RUN_MAX) {
+			protocol_error(c, "malformed message: a run of %u commands from seq %llu (at most %u)", more + 1,
+				       (unsigned long long)e->seq, GMX_RUN_MAX);
 			return;
 		}
-		gmxd__hash_take(c, e->seq, 1);
-		c->inflight--;
-		c->completions++;
-		c->last_progress = real_now();
-		if (d->c.leased)
-			c->leased_now--;
-		else if (d->gidx && d->gidx <= c->g_known)
-			c->g_known_inflight--;
-		SRV.ops->on_complete(SRV.pol, &d->c);
-		c->refs--;
-		dcmd_free(d);
+		gmx_ring_entry_t one = *e;
+		one.a = e->type == GMX_UP_RELEASED ? e->a & ((1u << GMX_RUN_SHIFT) - 1) : 0;
+		for (uint32_t i = 0; i <= more && !c->cut; i++) {
+			one.seq = e->seq + i;
+			if (e->type == GMX_UP_RELEASED)
+				leased_release(c, &one);
+			else
+				completed(c, &one);
+		}
 		return;
 	}
-	case GMX_UP_RELEASED:
-		leased_release(c, e);
-		return;
 	case GMX_UP_LEASE_ACK:
 		if (!c->nlsent || e->seq != c->lsent[0].id || e->x != c->last_leased_seq) {
 			protocol_error(c,

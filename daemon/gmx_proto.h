@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 3u	    /* 2: HOST_WAIT and RANGE entries; 3: leases */
+#define GMX_PROTO_VERSION 4u	    /* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs */
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -103,15 +103,18 @@ typedef struct {
 enum {
 	/* up */
 	GMX_UP_NOTICE = 1, /* seq; a = kind, x = kernel id, y = bytes (copies) */
-	GMX_UP_COMPLETE,   /* seq: a granted command completed */
+	GMX_UP_COMPLETE,   /* seq: a granted command completed; of leased ones, a = n - 1: the run
+			    * seq .. seq+n-1 completed, seen at y (CLOCK_MONOTONIC ns) */
 	GMX_UP_ALLOC,	   /* x = address, y = size: managed allocation made */
 	GMX_UP_FREE,	   /* x = address */
 	GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished */
 	GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
 	GMX_UP_RANGE,	   /* seq: the command's predicted working set includes x .. x+y; sent
 			    * before that command's NOTICE, at most GMX_RANGES_MAX per command */
-	GMX_UP_RELEASED,   /* seq: released under the lease in effect, never noticed; a = kind,
-			    * x = kernel id, y = when (CLOCK_MONOTONIC ns) */
+	GMX_UP_RELEASED,   /* seq: released under the lease in effect, never noticed; a = kind
+			    * | (n - 1) << GMX_RUN_SHIFT: a run of n (the seqs seq .. seq+n-1, each
+			    * with the same kind and kernel id), x = kernel id, y = when (CLOCK_MONOTONIC
+			    * ns; of a run: its last release, at most GMX_RUN_SPAN_NS after its first) */
 	GMX_UP_LEASE_ACK,  /* seq = the lease id now in effect; x = the last seq released under a
 			    * lease before it (0: none yet) */
 	/* down */
@@ -121,6 +124,21 @@ enum {
 			      * or granted) below which one goes under it (0 revokes); x = no release from this CLOCK_MONOTONIC ns on (0:
 			      * no end) */
 };
+
+/* Runs (protocol 4): one RELEASED or leased COMPLETE entry names up to GMX_RUN_MAX consecutive
+ * seqs, so that a client launching back to back writes and the daemon reads one entry per run
+ * instead of one per command; the daemon hears each command of the run in order, as if sent
+ * one by one. A run of releases spans at most GMX_RUN_SPAN_NS (the time the policy hears them at
+ * is the last one's). */
+#define GMX_RUN_SHIFT 8u
+#define GMX_RUN_MAX 64u
+#define GMX_RUN_SPAN_NS 2000
+
+/* The commands after the first that an up entry of this type and `a` names (0: one command). */
+static inline uint32_t gmx_run_more(uint32_t type, uint32_t a)
+{
+	return type == GMX_UP_RELEASED ? a >> GMX_RUN_SHIFT : type == GMX_UP_COMPLETE ? a : 0;
+}
 
 /* Up-ring entries that travel in batches (leased releases, their completions, lease
  * acknowledgements) wake a sleeping daemon only once the ring holds this many; otherwise it

@@ -123,6 +123,8 @@ static void wake(int fd)
 
 int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
+	if (gmx_dl_run_push() != 0) /* the batched run before it, in order */
+		return -1;
 	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
 	int w = 0;
 	if (gmx_ring_push(&gmx_dl.region->up, &e, &w) != 0)

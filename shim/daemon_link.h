@@ -71,9 +71,15 @@ typedef struct {
 	/* Batched entries (leased releases, their completions, lease acknowledgements) pushed since
 	 * the last look whether the daemon must be woken (gmx_dl_flush). */
 	unsigned unchecked;
+	/* The batched entry not yet pushed: a run of leased releases or completions (gmx_proto.h,
+	 * "Runs") that the next such command may extend; pushed before any other entry, at every look
+	 * at the daemon (gmx_dl_flush) and when it cannot grow. run_n: the commands it names (0: none). */
+	gmx_ring_entry_t run;
+	uint32_t run_n;
+	int64_t run_t0; /* the time of its first command */
 	uint32_t up_room; /* free up-ring entries when last looked (gmx_dl_up_room), less pushes since */
 	/* counts for the shim log at exit (tests read them) */
-	uint64_t n_batched, n_looks, n_lease_calls, n_clock;
+	uint64_t n_batched, n_entries, n_looks, n_lease_calls, n_clock;
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
 	long reconnect_ms;
@@ -113,6 +119,10 @@ void gmx_dl_seq_clear(void);
  * gmx_dl_flush) it is woken if the up ring passed GMX_RING_FILL_MARK or it sleeps with no
  * deadline to read them. D.lock held, region mapped. 0 or -1 (full). */
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
+
+/* Pushes the run being gathered (if any) to the up ring; 0, or -1 when the ring has no room
+ * (it then stays). D.lock held, region mapped. */
+int gmx_dl_run_push(void);
 
 /* Looks whether the daemon must be woken for the batched entries pushed since the last look
  * (gmx_ring_batch_wake) and wakes it; 1 if there were any, else 0. D.lock held, region mapped. */

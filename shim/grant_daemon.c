@@ -88,6 +88,7 @@ void gmx_dl_seq_clear(void)
 	memset(&gmx_dl.lease, 0, sizeof gmx_dl.lease);
 	gmx_dl.unchecked = 0;
 	gmx_dl.up_room = 0;
+	gmx_dl.run_n = 0;
 }
 
 static int live(int st)
@@ -97,6 +98,8 @@ static int live(int st)
 
 int gmx_dl_flush(void)
 {
+	if (gmx_dl_run_push() != 0)
+		gmx_dl_desync_locked(); /* cannot happen: the run's entry has its room reserved */
 	if (gmx_dl.unchecked == 0)
 		return 0;
 	gmx_dl.unchecked = 0;
@@ -109,14 +112,57 @@ int gmx_dl_flush(void)
 	return 1;
 }
 
+int gmx_dl_run_push(void)
+{
+	if (!gmx_dl.run_n)
+		return 0;
+	gmx_ring_entry_t e = gmx_dl.run;
+	uint32_t more = gmx_dl.run_n - 1;
+	e.a |= e.type == GMX_UP_RELEASED ? more << GMX_RUN_SHIFT : more;
+	/* Its room was reserved when the run began (gmx_dl_up_room counts it as taken). */
+	if (gmx_ring_space(&gmx_dl.region->up) < 1)
+		return -1;
+	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
+	gmx_dl.run_n = 0;
+	gmx_dl.n_entries++;
+	if (++gmx_dl.unchecked >= GMX_BATCH_CHECK)
+		gmx_dl_flush();
+	return 0;
+}
+
+/* Nonzero when a batched entry (type, a, seq, x, y) extends the run being gathered. */
+static int run_extends(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+{
+	const gmx_ring_entry_t *r = &gmx_dl.run;
+	if (!gmx_dl.run_n || type != r->type || a != r->a || x != r->x || seq != r->seq + gmx_dl.run_n ||
+	    gmx_dl.run_n >= GMX_RUN_MAX)
+		return 0;
+	/* completions seen together share their time; releases follow within the span */
+	return type == GMX_UP_COMPLETE ? y == r->y : (int64_t)y >= gmx_dl.run_t0 && (int64_t)y - gmx_dl.run_t0 <= GMX_RUN_SPAN_NS;
+}
+
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
-	if (!gmx_dl_up_room(1))
+	if (run_extends(type, a, seq, x, y)) {
+		gmx_dl.run_n++;
+		gmx_dl.run.y = y; /* a run of releases: heard at its last one's time */
+		gmx_dl.n_batched++;
+		return 0;
+	}
+	if (gmx_dl_run_push() != 0 || !gmx_dl_up_room(1))
 		return -1;
 	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
-	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
 	gmx_dl.up_room--;
+	if (type == GMX_UP_RELEASED || type == GMX_UP_COMPLETE) { /* a run begins; its room is taken */
+		gmx_dl.run = e;
+		gmx_dl.run_n = 1;
+		gmx_dl.run_t0 = (int64_t)y;
+		gmx_dl.n_batched++;
+		return 0;
+	}
+	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
 	gmx_dl.n_batched++;
+	gmx_dl.n_entries++;
 	if (++gmx_dl.unchecked >= GMX_BATCH_CHECK)
 		gmx_dl_flush();
 	return 0;
@@ -126,7 +172,8 @@ int gmx_dl_up_room(uint32_t need)
 {
 	if (gmx_dl.up_room >= need)
 		return 1;
-	gmx_dl.up_room = gmx_ring_space(&gmx_dl.region->up);
+	uint32_t space = gmx_ring_space(&gmx_dl.region->up);
+	gmx_dl.up_room = space > 0 && gmx_dl.run_n ? space - 1 : space; /* the run's entry is taken */
 	return gmx_dl.up_room >= need;
 }
 
@@ -306,6 +353,8 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 		int64_t now = gmx_dl_stamp_ns();
 		for (unsigned i = 0; i < ndone; i++)
 			completed_locked(done[i], now);
+		if (ndone && gmx_dl_run_push() != 0) /* their run goes up now, whatever follows */
+			gmx_dl_desync_locked();
 		drain_inline(); /* a revoke already in the ring counts before this release */
 		if (gmx_dl.lease.inflight) {
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
@@ -348,8 +397,12 @@ static void grant_completed(void *self, uint64_t seq)
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&gmx_dl.lock);
-	if (gmx_dl.connected)
+	if (gmx_dl.connected) {
 		completed_locked(seq, 0);
+		/* pushed now, as every completion reported: no run waits for a look that may not come */
+		if (gmx_dl_run_push() != 0)
+			gmx_dl_desync_locked();
+	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
@@ -364,6 +417,8 @@ static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n)
 		int64_t now = gmx_dl.lease.now ? gmx_dl_stamp_ns() : 0; /* leased ones carry a time */
 		for (unsigned i = 0; i < n; i++)
 			completed_locked(seqs[i], now);
+		if (gmx_dl_run_push() != 0) /* their run goes up now: the daemon reads it on its schedule */
+			gmx_dl_desync_locked();
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
 }
@@ -380,7 +435,7 @@ static void grant_host_wait(void *self)
 	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected) {
 		gmx_ring_entry_t e = {.type = GMX_UP_HOST_WAIT};
-		if (gmx_dl_up_room(1) && gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
+		if (gmx_dl_run_push() == 0 && gmx_dl_up_room(1) && gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
 			gmx_dl.up_room--;
 	}
 	pthread_mutex_unlock(&gmx_dl.lock);
@@ -498,8 +553,8 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || gmx_shim_policy != &g_daemon)
 		return;
 	pthread_mutex_lock(&gmx_dl.lock);
-	gmx_shim_log("daemon link leased=%llu batched=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
-		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched,
+	gmx_shim_log("daemon link leased=%llu batched=%llu entries=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
+		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched, (unsigned long long)gmx_dl.n_entries,
 		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls,
 		     (unsigned long long)gmx_dl.n_clock, gmx_dl_stamp_tsc() ? "tsc" : "clock");
 	pthread_mutex_unlock(&gmx_dl.lock);

@@ -432,6 +432,60 @@ static void test_leased_releases_checked(void **state)
 	}
 }
 
+/* Runs (protocol 4): one RELEASED entry naming n consecutive seqs is n leased releases, and one
+ * COMPLETE naming a run n completions, each heard in turn and checked against the lease; a
+ * revoke acknowledged after a run names the run's last seq; a run passing the lease's bound is
+ * cut off at the release beyond it, and one longer than GMX_RUN_MAX is refused. */
+static void test_leased_runs(void **state)
+{
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		start("exclusive", 8);
+		tconn_t c;
+		assert_int_equal(hello(&c, 1000, "lease", 3), 'W');
+		client_t *cl = &SRV.cl[task_of(&c)];
+		up(&c, GMX_UP_NOTICE, 1);
+		gmxd__poll_rings();
+		uint64_t id = 0;
+		uint32_t bound = 0;
+		int64_t until = -1;
+		assert_int_equal(last_lease(&c, &id, &bound, &until), 1);
+		assert_true(bound >= 2);
+		up_entry(&c, GMX_UP_LEASE_ACK, 0, id, 0, 0);
+		up(&c, GMX_UP_COMPLETE, 1);
+		uint32_t n = k == 0 ? bound : k == 1 ? bound + 1 : GMX_RUN_MAX + 1;
+		up_entry(&c, GMX_UP_RELEASED, (n - 1) << GMX_RUN_SHIFT, 2, 7, (uint64_t)now_ns);
+		gmxd__poll_rings();
+		books();
+		if (k == 1) {
+			assert_true(cl->cut && strstr(cl->cut_reason, "beyond its lease"));
+			assert_int_equal(cl->leased, bound); /* each of the run in turn, up to the bound */
+		} else if (k == 2) {
+			assert_true(cl->cut && strstr(cl->cut_reason, "a run of"));
+			assert_int_equal(cl->leased, 0);
+		} else {
+			assert_false(cl->cut);
+			assert_int_equal(cl->leased, bound);
+			assert_int_equal(cl->inflight, bound);
+			assert_int_equal(cl->last_leased_seq, 1 + bound);
+			gmxd__dev_lease(NULL, (uint32_t)task_of(&c), NULL); /* revoked after the run */
+			assert_int_equal(last_lease(&c, &id, &bound, &until), 1);
+			assert_int_equal(bound, 0);
+			up_entry(&c, GMX_UP_LEASE_ACK, 0, id, 1 + cl->leased, 0);
+			up_entry(&c, GMX_UP_COMPLETE, cl->leased - 1, 2, 0, (uint64_t)now_ns);
+			gmxd__poll_rings();
+			books();
+			assert_false(cl->cut);
+			assert_int_equal(cl->inflight, 0);
+			assert_int_equal(cl->completions, 1 + cl->leased);
+		}
+		gmxd__tick(now_ns);
+		books();
+		bye(&c);
+		gmxd__fini();
+	}
+}
+
 /* The lease bound counts every command the client has in flight, granted ones included: a
  * command granted before the lease was acknowledged and not completed leaves one leased
  * release fewer (the interposer's gmx_shim_lease_decide counts both). */
@@ -676,6 +730,7 @@ int main(void)
 	    cmocka_unit_test(test_profile_entries_bounded),
 	    cmocka_unit_test(test_leased_releases_checked),
 	    cmocka_unit_test(test_lease_bound_counts_granted),
+	    cmocka_unit_test(test_leased_runs),
 	    cmocka_unit_test(test_batches_merged_by_time),
 	    cmocka_unit_test(test_ring_batched_wake),
 	    cmocka_unit_test(test_combined_learns_durations_and_slices),
