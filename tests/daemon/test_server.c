@@ -377,6 +377,18 @@ static void test_profile_entries_bounded(void **state)
 	gmxd__fini();
 }
 
+/* A server under exclusive with one client "lease" that has noticed one command (alone: the
+ * policy leases it); its client record. */
+static client_t *start_leased_client(tconn_t *c)
+{
+	start("exclusive", 8);
+	assert_int_equal(hello(c, 1000, "lease", 3), 'W');
+	client_t *cl = &SRV.cl[task_of(c)];
+	up(c, GMX_UP_NOTICE, 1);
+	gmxd__poll_rings();
+	return cl;
+}
+
 /* Leased releases are checked against the lease in effect at their point of the up ring: within
  * the bound they are the policy's commands in flight; beyond the bound, after a revoke was
  * acknowledged, after the lease's end, or with a wrong acknowledgement, the client is cut off. */
@@ -385,12 +397,8 @@ static void test_leased_releases_checked(void **state)
 	(void)state;
 	const char *cut[] = {"beyond its lease", "without a lease", "after its lease ended", "acknowledgement"};
 	for (int k = 0; k < 4; k++) {
-		start("exclusive", 8);
 		tconn_t c;
-		assert_int_equal(hello(&c, 1000, "lease", 3), 'W');
-		client_t *cl = &SRV.cl[task_of(&c)];
-		up(&c, GMX_UP_NOTICE, 1);
-		gmxd__poll_rings();
+		client_t *cl = start_leased_client(&c);
 		uint64_t id = 0;
 		uint32_t bound = 0;
 		int64_t until = -1;
@@ -440,12 +448,8 @@ static void test_leased_runs(void **state)
 {
 	(void)state;
 	for (int k = 0; k < 3; k++) {
-		start("exclusive", 8);
 		tconn_t c;
-		assert_int_equal(hello(&c, 1000, "lease", 3), 'W');
-		client_t *cl = &SRV.cl[task_of(&c)];
-		up(&c, GMX_UP_NOTICE, 1);
-		gmxd__poll_rings();
+		client_t *cl = start_leased_client(&c);
 		uint64_t id = 0;
 		uint32_t bound = 0;
 		int64_t until = -1;
