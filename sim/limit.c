@@ -32,45 +32,67 @@ typedef struct gmx_limit_gap {
 	uint64_t bytes;
 } gap_t;
 
-typedef struct sweep_ev {
-	int64_t at;
-	int64_t delta; /* bytes entering (+) or leaving (-) the set of windows a position avoids */
-} sweep_ev_t;
+/* A gap's key in one of the sweep's orders. */
+typedef struct keyed {
+	int64_t key;
+	uint64_t gap;
+} keyed_t;
 
-static int cmp_ev(const void *a, const void *b)
+static int cmp_keyed(const void *a, const void *b)
 {
-	const sweep_ev_t *x = a, *y = b;
-	if (x->at != y->at)
-		return x->at < y->at ? -1 : 1;
-	return (x->delta < y->delta) - (x->delta > y->delta); /* entries first */
+	const keyed_t *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return (x->gap > y->gap) - (x->gap < y->gap);
 }
 
+/* The gaps in the two orders every window's sweep walks (sorted once per curve), and scratch
+ * for the parts that wrap past the cycle's end. */
+typedef struct sweep {
+	keyed_t *by_start; /* key: start */
+	keyed_t *by_end;   /* key: start + len (the next use) */
+	keyed_t *wrap;	   /* scratch: key, where a wrapped part stops covering tau */
+} sweep_t;
+
 /* The most bytes a window [tau, tau + W) of the cycle can avoid touching: the bytes whose
- * every use lies outside it, maximised over tau by a sweep. */
-static uint64_t most_avoided(const gap_t *g, uint64_t n, int64_t U, int64_t W, sweep_ev_t *ev)
+ * every use lies outside it, maximised over tau. A gap at least W long avoids the window for
+ * tau in [start, start + len - W]: on the cycle [start, min(that, U - 1)] and, when it wraps,
+ * [0, min(that - U, start - 1)]. The most bytes covering one tau is reached at a tau where some
+ * interval begins: the bytes of the intervals begun at or before it less those ended before it
+ * (integer sums: the same figure in any order). */
+static uint64_t most_avoided(const gap_t *g, uint64_t n, int64_t U, int64_t W, const sweep_t *sw)
 {
-	uint64_t k = 0;
+	uint64_t nw = 0;
+	int64_t cur = 0, best = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		if (g[i].len < W)
 			continue;
-		int64_t lo = g[i].start, hi = g[i].start + g[i].len - W; /* tau in [lo, hi] */
-		int64_t a = lo, b = hi < U - 1 ? hi : U - 1;
-		if (a <= b) {
-			ev[k++] = (sweep_ev_t){a, (int64_t)g[i].bytes};
-			ev[k++] = (sweep_ev_t){b + 1, -(int64_t)g[i].bytes};
-		}
-		if (hi >= U) { /* the gap wraps past the cycle's end */
-			int64_t e = hi - U < lo - 1 ? hi - U : lo - 1;
-			ev[k++] = (sweep_ev_t){0, (int64_t)g[i].bytes};
-			ev[k++] = (sweep_ev_t){e + 1, -(int64_t)g[i].bytes};
+		int64_t hi = g[i].start + g[i].len - W;
+		if (hi >= U) { /* the gap wraps past the cycle's end: its part from 0 */
+			int64_t e = hi - U < g[i].start - 1 ? hi - U : g[i].start - 1;
+			sw->wrap[nw++] = (keyed_t){e + 1, i};
+			cur += (int64_t)g[i].bytes;
 		}
 	}
-	qsort(ev, k, sizeof(*ev), cmp_ev);
-	int64_t cur = 0, best = 0;
-	for (uint64_t i = 0; i < k; i++) {
-		cur += ev[i].delta;
+	qsort(sw->wrap, nw, sizeof(*sw->wrap), cmp_keyed);
+	uint64_t i = 0, j = 0, k = 0;
+	int64_t x = 0; /* tau: 0, then each start of a gap at least W long */
+	for (;;) {
+		for (; j < n && (sw->by_end[j].key - W + 1 < U ? sw->by_end[j].key - W + 1 : U) < x; j++)
+			if (g[sw->by_end[j].gap].len >= W)
+				cur -= (int64_t)g[sw->by_end[j].gap].bytes;
+		for (; k < nw && sw->wrap[k].key < x; k++)
+			cur -= (int64_t)g[sw->wrap[k].gap].bytes;
+		for (; i < n && sw->by_start[i].key <= x; i++)
+			if (g[sw->by_start[i].gap].len >= W)
+				cur += (int64_t)g[sw->by_start[i].gap].bytes;
 		if (cur > best)
 			best = cur;
+		while (i < n && g[sw->by_start[i].gap].len < W)
+			i++;
+		if (i == n)
+			break;
+		x = sw->by_start[i].key;
 	}
 	return (uint64_t)best;
 }
@@ -84,7 +106,7 @@ int gmx_limit_curve(const gmx_workload_t *w, const int64_t *dur, gmx_limit_task_
 	uint64_t *bnd = NULL, *use_off = NULL;
 	uint32_t *use_op = NULL, *last = NULL, *fill = NULL;
 	gap_t *gaps = NULL;
-	sweep_ev_t *ev = NULL;
+	sweep_t sw = {NULL, NULL, NULL};
 	int32_t streams[64];
 	uint32_t n_streams = 0;
 	if (!cum || !bnd_off)
@@ -186,8 +208,10 @@ int gmx_limit_curve(const gmx_workload_t *w, const int64_t *dur, gmx_limit_task_
 	/* Gaps: the stretches of the cycle in which a segment is not used. */
 	uint64_t n_uses = use_off[n_seg], n_gaps = 0;
 	gaps = malloc((n_uses + 1) * sizeof(gap_t));
-	ev = malloc((4 * n_uses + 4) * sizeof(sweep_ev_t));
-	if (!gaps || !ev) {
+	sw.by_start = malloc((n_uses + 1) * sizeof(keyed_t));
+	sw.by_end = malloc((n_uses + 1) * sizeof(keyed_t));
+	sw.wrap = malloc((n_uses + 1) * sizeof(keyed_t));
+	if (!gaps || !sw.by_start || !sw.by_end || !sw.wrap) {
 		free(seg_base);
 		free(nbnd);
 		goto out;
@@ -216,11 +240,17 @@ int gmx_limit_curve(const gmx_workload_t *w, const int64_t *dur, gmx_limit_task_
 	t->D[GMX_LIMIT_GRID] = (double)F;
 	t->gaps = gaps;
 	t->n_gaps = n_gaps;
+	for (uint64_t i = 0; i < n_gaps; i++) {
+		sw.by_start[i] = (keyed_t){gaps[i].start, i};
+		sw.by_end[i] = (keyed_t){gaps[i].start + gaps[i].len, i};
+	}
+	qsort(sw.by_start, n_gaps, sizeof(keyed_t), cmp_keyed);
+	qsort(sw.by_end, n_gaps, sizeof(keyed_t), cmp_keyed);
 	for (int i = 1; i < GMX_LIMIT_GRID && U > 0; i++) {
 		int64_t W = (int64_t)((double)U * i / GMX_LIMIT_GRID);
 		if (W < 1)
 			W = 1;
-		t->D[i] = (double)(F - most_avoided(gaps, n_gaps, U, W, ev));
+		t->D[i] = (double)(F - most_avoided(gaps, n_gaps, U, W, &sw));
 	}
 	gaps = NULL; /* kept in t */
 	rc = 0;
@@ -234,7 +264,9 @@ out:
 	free(last);
 	free(fill);
 	free(gaps);
-	free(ev);
+	free(sw.by_start);
+	free(sw.by_end);
+	free(sw.wrap);
 	return rc;
 }
 
@@ -397,10 +429,32 @@ typedef struct rev {
 	int32_t sign;
 } rev_t;
 
-static int cmp_rev(const void *a, const void *b)
+/* Sorts ev[0..n) by at, stably (events at the same time keep the order they were made in, which
+ * fixes the order of the floating-point sums over them): LSD radix, 11 bits a pass, through tmp
+ * (as large). Returns the array that holds the sorted events (ev or tmp). */
+static rev_t *sort_rev(rev_t *ev, rev_t *tmp, uint64_t n)
 {
-	const rev_t *x = a, *y = b;
-	return (x->at > y->at) - (x->at < y->at);
+	if (n < 2)
+		return ev;
+	int64_t lo = ev[0].at, hi = ev[0].at;
+	for (uint64_t i = 1; i < n; i++) {
+		lo = ev[i].at < lo ? ev[i].at : lo;
+		hi = ev[i].at > hi ? ev[i].at : hi;
+	}
+	uint64_t span = (uint64_t)hi - (uint64_t)lo;
+	for (unsigned shift = 0; shift < 64 && (shift == 0 || span >> shift); shift += 11) {
+		uint64_t cnt[2049] = {0};
+		for (uint64_t i = 0; i < n; i++)
+			cnt[((((uint64_t)ev[i].at - (uint64_t)lo) >> shift) & 2047) + 1]++;
+		for (int d = 0; d < 2048; d++)
+			cnt[d + 1] += cnt[d];
+		for (uint64_t i = 0; i < n; i++)
+			tmp[cnt[(((uint64_t)ev[i].at - (uint64_t)lo) >> shift) & 2047]++] = ev[i];
+		rev_t *x = ev;
+		ev = tmp;
+		tmp = x;
+	}
+	return ev;
 }
 
 static double solo_gap(const gmx_limit_task_t *t, const gap_t *g)
@@ -421,17 +475,27 @@ static int reuse_table(const gmx_limit_task_t *t, double G, const double *r, reu
 			double d = solo_gap(t, &t->gaps[i]);
 			tab->Q[k] += (double)t->gaps[i].bytes * (d < r[k] ? d : r[k]);
 		}
-	rev_t *ev = malloc((4 * t->n_gaps + 1) * sizeof(*ev));
-	double *e = malloc((t->n_gaps + 1) * sizeof(double));
-	if (!ev || !e) {
+	/* The cost of each gap at each threshold, gap by gap (one sweep serves every threshold). */
+	uint64_t ng = t->n_gaps;
+	rev_t *ev = malloc((4 * ng + 1) * sizeof(*ev)), *tmp = malloc((4 * ng + 1) * sizeof(*tmp));
+	double *e = malloc((ng * RG + 1) * sizeof(double));
+	if (!ev || !tmp || !e) {
 		free(ev);
+		free(tmp);
 		free(e);
 		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < ng; i++) {
+		double d = solo_gap(t, &t->gaps[i]);
+		for (int k = 0; k < RG; k++) {
+			double hi = d + G < r[k] ? d + G : r[k], lo = d < r[k] ? d : r[k];
+			e[i * RG + k] = (double)t->gaps[i].bytes * (hi - lo);
+		}
 	}
 	for (int j = 1; j <= WG; j++) {
 		int64_t w = (int64_t)(t->turn_cap * j / WG);
 		uint64_t n = 0;
-		for (uint64_t i = 0; i < t->n_gaps; i++) {
+		for (uint64_t i = 0; i < ng; i++) {
 			const gap_t *g = &t->gaps[i];
 			int64_t ge = g->start + g->len;      /* the next use starts here */
 			int64_t lo = ge - w + 1 > g->start ? ge - w + 1 : g->start; /* runs from tau reach it */
@@ -451,29 +515,34 @@ static int reuse_table(const gmx_limit_task_t *t, double G, const double *r, reu
 				ev[n++] = (rev_t){b - U + 1, (uint32_t)i, -1};
 			}
 		}
-		qsort(ev, n, sizeof(*ev), cmp_rev);
+		const rev_t *sv = sort_rev(ev, tmp, n);
+		/* The least over tau of the bytes' extra cost, for every threshold at once: each
+		 * threshold's sum runs over the events in the same order. */
+		double cur[RG], best[RG];
+		for (int k = 0; k < RG; k++)
+			cur[k] = 0, best[k] = INFINITY;
+		int64_t prev = 0;
+		for (uint64_t i = 0; i < n;) {
+			int64_t x = sv[i].at;
+			if (x > prev && prev < U)
+				for (int k = 0; k < RG; k++)
+					best[k] = cur[k] < best[k] ? cur[k] : best[k];
+			for (; i < n && sv[i].at == x; i++) {
+				const double *ei = e + (uint64_t)sv[i].gap * RG;
+				double sign = sv[i].sign;
+				for (int k = 0; k < RG; k++)
+					cur[k] += sign * ei[k];
+			}
+			prev = x;
+		}
 		for (int k = 0; k < RG; k++) {
-			for (uint64_t i = 0; i < t->n_gaps; i++) {
-				double d = solo_gap(t, &t->gaps[i]);
-				double hi = d + G < r[k] ? d + G : r[k], lo = d < r[k] ? d : r[k];
-				e[i] = (double)t->gaps[i].bytes * (hi - lo);
-			}
-			double cur = 0, best = INFINITY;
-			int64_t prev = 0;
-			for (uint64_t i = 0; i < n;) {
-				int64_t x = ev[i].at;
-				if (x > prev && prev < U)
-					best = cur < best ? cur : best;
-				for (; i < n && ev[i].at == x; i++)
-					cur += ev[i].sign * e[ev[i].gap];
-				prev = x;
-			}
 			if (prev < U)
-				best = cur < best ? cur : best;
-			tab->c2[j][k] = best < 0 || !isfinite(best) ? 0 : best;
+				best[k] = cur[k] < best[k] ? cur[k] : best[k];
+			tab->c2[j][k] = best[k] < 0 || !isfinite(best[k]) ? 0 : best[k];
 		}
 	}
 	free(ev);
+	free(tmp);
 	free(e);
 	return 0;
 }

@@ -308,6 +308,15 @@ uint64_t gmx_msched__missing_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 	return n;
 }
 
+/* Non-zero when chunk k holds all its 512 pages. */
+static int chunk_full(const gmx_chunk_t *k)
+{
+	uint64_t all = ~0ull;
+	for (int i = 0; i < 8; i++)
+		all &= k->bits[i];
+	return all == ~0ull;
+}
+
 int gmx_msched__has_pages(const gmx_chunk_t *k, const uint64_t mask[8])
 {
 	for (int i = 0; i < 8; i++)
@@ -564,6 +573,17 @@ int gmx_msched_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now,
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
+			if (!(pg & 511) && end - pg >= 512) {
+				/* A whole chunk (whole allocations): when all of it is in, no mask to build. */
+				gmx_chunk_t *k = &m->chunks[pg >> 9];
+				k->stamp = ms->stamp;
+				if (chunk_full(k)) {
+					if (ms->ready[pg >> 9] > start)
+						start = ms->ready[pg >> 9];
+					pg += 512;
+					continue;
+				}
+			}
 			uint64_t mk[8], stop;
 			uint32_t c = gmx_msched__chunk_part(pg, end, mk, &stop);
 			m->chunks[c].stamp = ms->stamp; /* never evicted to make room for its own kernel */
