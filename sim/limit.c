@@ -436,7 +436,8 @@ static rev_t *sort_rev(rev_t *ev, rev_t *tmp, uint64_t n)
 {
 	if (n < 2)
 		return ev;
-	int64_t lo = ev[0].at, hi = ev[0].at;
+	int64_t lo = ev[0].at;
+	int64_t hi = lo;
 	for (uint64_t i = 1; i < n; i++) {
 		lo = ev[i].at < lo ? ev[i].at : lo;
 		hi = ev[i].at > hi ? ev[i].at : hi;
