@@ -1,7 +1,7 @@
 /*
  * The interposer's book of its lease (docs/protocol.md, "Leases"): pure, no locks, no I/O, so
  * that it is unit-tested alone (tests/shim/test_lease_book.c). grant_daemon.c keeps one per
- * session under D.lock. It also knows which commands in flight went under a lease (so that the
+ * session under the queue lock. It also knows which commands in flight went under a lease (so that the
  * seq table holds only noticed and granted ones): a short list, oldest first, since leased
  * commands mostly complete in the order they were released.
  */

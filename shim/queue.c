@@ -416,6 +416,16 @@ void gmx_shim_queue_quiesce(void)
 	pthread_mutex_unlock(&gmx_q.lock);
 }
 
+void gmx_shim_queue_lock(void)
+{
+	pthread_mutex_lock(&gmx_q.lock);
+}
+
+void gmx_shim_queue_unlock(void)
+{
+	pthread_mutex_unlock(&gmx_q.lock);
+}
+
 void gmx_shim_queue_kick(void)
 {
 	pthread_mutex_lock(&gmx_q.lock);
