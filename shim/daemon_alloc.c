@@ -10,10 +10,13 @@
  * than being dropped; and when the daemon does not drain the ring for GMX_RING_WAIT_MS, the
  * session is ended and the next one is told the list again. D.alloc_lock orders list changes
  * with their ring entries and with the replay; it is never taken by a caller holding the queue
- * lock, and D.lock is never held while waiting.
+ * lock, and the queue lock (which guards the session and its up ring) is never held while
+ * waiting. An ALLOC or FREE goes into the up ring under the queue lock, as the launches' entries
+ * do: the ring's order is the order the queue lock was taken in.
  */
 #define _GNU_SOURCE
 #include "daemon_link.h"
+#include "queue.h"
 
 #include <poll.h>
 #include <time.h>
@@ -26,14 +29,14 @@ static void push_alloc_entry(uint32_t type, uint64_t x, uint64_t y)
 {
 	int64_t t0 = -1;
 	for (;;) {
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		if (!gmx_dl.connected || gmx_dl.desync) {
-			pthread_mutex_unlock(&gmx_dl.lock);
+			gmx_shim_queue_unlock();
 			return;
 		}
 		if (gmx_dl_up_room(GMX_RING_RESERVE + 1)) {
 			gmx_dl_push_up(type, 0, 0, x, y);
-			pthread_mutex_unlock(&gmx_dl.lock);
+			gmx_shim_queue_unlock();
 			return;
 		}
 		int64_t now = gmx_dl_now_ms();
@@ -41,10 +44,10 @@ static void push_alloc_entry(uint32_t type, uint64_t x, uint64_t y)
 			t0 = now;
 		if (now - t0 > GMX_RING_WAIT_MS) {
 			gmx_dl_desync_locked(); /* the next session is told the whole list */
-			pthread_mutex_unlock(&gmx_dl.lock);
+			gmx_shim_queue_unlock();
 			return;
 		}
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		nanosleep(&ring_poll, NULL);
 	}
 }
@@ -54,13 +57,13 @@ int gmx_dl_replay_allocs(int sock)
 	int i = 0;
 	int64_t last = gmx_dl_now_ms();
 	while (i < gmx_dl.nallocs) {
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		int before = i;
 		while (i < gmx_dl.nallocs && gmx_dl_up_room(GMX_RING_RESERVE + 1)) {
 			gmx_dl_push_up(GMX_UP_ALLOC, 0, 0, gmx_dl.allocs[i].ptr, gmx_dl.allocs[i].size);
 			i++;
 		}
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		if (i == gmx_dl.nallocs)
 			break;
 		int64_t now = gmx_dl_now_ms();

@@ -45,7 +45,7 @@ int64_t gmx_dl_now_ns(void)
  * launch. With an invariant TSC (x86-64), the TSC scaled by a factor fitted against
  * clock_gettime over the whole run serves instead, re-anchored to clock_gettime at least every
  * GMX_STAMP_REFIT_NS: off by at most the rate's error over that span (well under a
- * microsecond). Elsewhere, clock_gettime. D.lock held (the state is the link's). */
+ * microsecond). Elsewhere, clock_gettime. The queue lock held (the state is the link's). */
 #define GMX_STAMP_REFIT_NS 1000000
 
 static struct {
@@ -143,7 +143,7 @@ void gmx_dl_desync_locked(void)
 	wake(gmx_dl.efd_down); /* the thread sleeps on it: let it start over now */
 }
 
-/* Drops the connection and forgets the session; held commands now pass. D.lock held. */
+/* Drops the connection and forgets the session; held commands now pass. The queue lock held. */
 static void disconnect_locked(const char *why)
 {
 	if (!gmx_dl.connected && gmx_dl.sock < 0)
@@ -315,27 +315,27 @@ static int try_connect(void)
 	/* The session exists but is not "connected" yet: commands pass through, and allocations
 	 * wait (D.alloc_lock), until the daemon holds the whole allocation list. */
 	pthread_mutex_lock(&gmx_dl.alloc_lock);
-	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_shim_queue_lock();
 	gmx_dl.sock = s;
 	gmx_dl.efd_up = fds[1];
 	gmx_dl.efd_down = fds[2];
 	gmx_dl.region = reg;
 	gmx_dl.region_bytes = m.w.region_bytes;
 	gmx_dl_seq_clear();
-	pthread_mutex_unlock(&gmx_dl.lock);
+	gmx_shim_queue_unlock();
 	int replayed = gmx_dl.nallocs;
 	int rc = gmx_dl_replay_allocs(s);
-	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_shim_queue_lock();
 	if (rc == 0)
 		__atomic_store_n(&gmx_dl.connected, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&gmx_dl.lock);
+	gmx_shim_queue_unlock();
 	pthread_mutex_unlock(&gmx_dl.alloc_lock);
 	if (rc != 0) {
 		int why = read_cutoff(s);
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		disconnect_locked(why ? "the daemon cut it off while it replayed its allocations"
 				      : "the daemon did not take the allocation list");
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		if (why == E2BIG)
 			note_budget_refusal();
 		return why == E2BIG ? -E2BIG : -EPIPE;
@@ -367,9 +367,9 @@ static int run_migration(uint64_t ptr, uint64_t len, int to_device)
 	 * released and has finished: those kernels may still be queued here or running on the
 	 * memory that now moves out. (Grants after the order wait for it: ring order.) */
 	while (!to_device) {
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		unsigned pending = gmx_dl.connected ? gmx_dl.granted : 0;
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		if (!pending)
 			break;
 		gmx_shim_queue_kick();
@@ -388,11 +388,11 @@ static int run_migration(uint64_t ptr, uint64_t len, int to_device)
 }
 
 /* Applies the down ring in order: grants mark their seq, migrations run before anything
- * after them. Returns the number of grants. Takes D.lock itself. */
+ * after them. Returns the number of grants. Takes the queue lock itself. */
 static int drain_down(void)
 {
 	int grants = 0;
-	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_shim_queue_lock();
 	while (gmx_dl.connected) {
 		gmx_ring_entry_t e;
 		int r = gmx_ring_pop(&gmx_dl.region->down, &e);
@@ -409,15 +409,15 @@ static int drain_down(void)
 			grants += gmx_dl.lease.inflight > 0; /* held commands may go under it */
 		} else if (e.type == GMX_DOWN_MIGRATE) {
 			gmx_dl.migrating = 1;
-			pthread_mutex_unlock(&gmx_dl.lock);
+			gmx_shim_queue_unlock();
 			run_migration(e.x, e.y, e.a != 0);
-			pthread_mutex_lock(&gmx_dl.lock);
+			gmx_shim_queue_lock();
 			gmx_dl.migrating = 0;
 			if (gmx_dl.connected && gmx_dl_push_up(GMX_UP_MIG_DONE, e.a, e.seq, e.x, 0) != 0)
 				gmx_dl_desync_locked();
 		}
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
+	gmx_shim_queue_unlock();
 	return grants;
 }
 
@@ -475,13 +475,13 @@ static void *conn_main(void *arg)
 				continue;
 			}
 		}
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		int sock = gmx_dl.sock, efd = gmx_dl.efd_down, nonempty = 0;
 		if (gmx_dl.desync)
 			disconnect_locked("a ring was full");
 		else if (gmx_dl.region)
 			nonempty = gmx_ring_prepare_sleep(&gmx_dl.region->down);
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		if (sock < 0 || efd < 0) {
 			gmx_shim_queue_kick();
 			continue;
@@ -493,9 +493,9 @@ static void *conn_main(void *arg)
 				/* The daemon sends nothing on the socket after WELCOME but the reason it
 				 * cuts the client off: data or a hang-up both end the session. */
 				int why = read_cutoff(sock);
-				pthread_mutex_lock(&gmx_dl.lock);
+				gmx_shim_queue_lock();
 				disconnect_locked("the daemon closed the connection");
-				pthread_mutex_unlock(&gmx_dl.lock);
+				gmx_shim_queue_unlock();
 				if (why == E2BIG)
 					note_budget_refusal();
 				gmx_shim_queue_kick();
@@ -509,10 +509,10 @@ static void *conn_main(void *arg)
 					gmx_shim_log("daemon: eventfd read failed: %s", strerror(errno));
 			}
 		}
-		pthread_mutex_lock(&gmx_dl.lock);
+		gmx_shim_queue_lock();
 		if (gmx_dl.region)
 			__atomic_store_n(&gmx_dl.region->down.waiting, 0, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&gmx_dl.lock);
+		gmx_shim_queue_unlock();
 		if (drain_down() > 0)
 			gmx_shim_queue_kick();
 	}

@@ -5,11 +5,16 @@
  *   daemon_alloc.c  managed allocations (GPUMUX_OVERSUBSCRIBE=1) and their replay per session
  *
  * Locks, in the order they are taken (never the other way round):
- *   the queue lock (queue.c; held around may_release/completed/host_wait)
- *   D.alloc_lock   the allocation list; held across waits for ring room, never by a caller
- *                  that holds the queue lock
- *   D.lock         the session (socket, region, rings, seq table); held only briefly: never
- *                  across connect, poll, a wait for ring room, or a call into the queue or GPU
+ *   D.alloc_lock   the allocation list; held across waits for ring room (the queue lock released
+ *                  meanwhile), never taken by a caller that holds the queue lock
+ *   the queue lock (queue.c; held around every call of the grant policy) also guards the
+ *                  session: socket, region, both rings' client ends, seq table, lease book, the
+ *                  run being gathered, the entries' clock. So the policy's calls (a leased launch
+ *                  among them) take no lock of their own; the connection thread and allocations
+ *                  take the queue lock (gmx_shim_queue_lock) for what they do to the session,
+ *                  briefly: never across connect, poll, a wait for ring room, a migration or a
+ *                  call into the queue or GPU
+ *   D.lock         the connection thread's start only (thread_started, first_done, first_cv)
  * A connection attempt (which may block for GMX_CONNECT_TIMEOUT_MS) is made by the connection
  * thread only, holding no lock at all.
  */
@@ -51,7 +56,7 @@ typedef struct {
 } alloc_rec_t;
 
 typedef struct {
-	pthread_mutex_t lock;	    /* the session */
+	pthread_mutex_t lock;	    /* the connection thread's start (the session: the queue lock) */
 	pthread_cond_t first_cv;    /* signalled when the first connection attempt concluded */
 	pthread_mutex_t alloc_lock; /* allocs[], nallocs */
 	int connected;		    /* atomic read on the fast path */
@@ -99,43 +104,43 @@ int gmx_dl_active(void);
 /* Milliseconds of CLOCK_MONOTONIC. */
 int64_t gmx_dl_now_ms(void);
 
-/* Pushes to the up ring, waking the daemon if it sleeps; D.lock held, region mapped. 0 or -1
+/* Pushes to the up ring, waking the daemon if it sleeps; the queue lock held, region mapped. 0 or -1
  * (full). */
 int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
 
-/* Marks the session for a restart (a push that must not fail did) and wakes the thread; D.lock
- * held. */
+/* Marks the session for a restart (a push that must not fail did) and wakes the thread; the
+ * queue lock held. */
 void gmx_dl_desync_locked(void);
 
 /* Unmaps the region, closes the socket and eventfds and forgets the seq table: no session
- * (nothing logged); D.lock held. */
+ * (nothing logged); the queue lock held. */
 void gmx_dl_forget_session(void);
 
-/* Forgets the seq table and the lease (a new session, or none); D.lock held. */
+/* Forgets the seq table and the lease (a new session, or none); the queue lock held. */
 void gmx_dl_seq_clear(void);
 
 /* Pushes an entry that travels in a batch (a leased release, its completion, a lease
  * acknowledgement) without a look at the daemon: every GMX_BATCH_CHECK such entries (and at
  * gmx_dl_flush) it is woken if the up ring passed GMX_RING_FILL_MARK or it sleeps with no
- * deadline to read them. D.lock held, region mapped. 0 or -1 (full). */
+ * deadline to read them. The queue lock held, region mapped. 0 or -1 (full). */
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
 
 /* Pushes the run being gathered (if any) to the up ring; 0, or -1 when the ring has no room
- * (it then stays). D.lock held, region mapped. */
+ * (it then stays). The queue lock held, region mapped. */
 int gmx_dl_run_push(void);
 
 /* Looks whether the daemon must be woken for the batched entries pushed since the last look
- * (gmx_ring_batch_wake) and wakes it; 1 if there were any, else 0. D.lock held, region mapped. */
+ * (gmx_ring_batch_wake) and wakes it; 1 if there were any, else 0. The queue lock held, region mapped. */
 int gmx_dl_flush(void);
 
 /* Nonzero when the up ring has room for need more entries: counted down from the last look at
- * the daemon's head, which is read again only when that count falls short. D.lock held, region
+ * the daemon's head, which is read again only when that count falls short. The queue lock held, region
  * mapped. */
 int gmx_dl_up_room(uint32_t need);
 
 /* Applies one down-ring entry that is not a migration order: a GRANT marks its seq, a LEASE
  * replaces the lease in effect and is acknowledged. Returns 1 for a grant that counted, else 0.
- * D.lock held. */
+ * the queue lock held. */
 int gmx_dl_apply_down(const gmx_ring_entry_t *e);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
@@ -143,13 +148,13 @@ int64_t gmx_dl_now_ns(void);
 
 /* CLOCK_MONOTONIC nanoseconds for the times entries carry, cheaply: from the TSC where it is
  * invariant (fitted to the clock, re-anchored every millisecond), else the clock itself; never
- * less than the stamp before. D.lock held. */
+ * less than the stamp before. The queue lock held. */
 int64_t gmx_dl_stamp_ns(void);
 
 /* Nonzero when gmx_dl_stamp_ns reads the TSC (it has looked, and the TSC is invariant). */
 int gmx_dl_stamp_tsc(void);
 
-/* The slot of a seq that is noticed or granted, or NULL; D.lock held. */
+/* The slot of a seq that is noticed or granted, or NULL; the queue lock held. */
 seq_slot_t *gmx_dl_seq_find(uint64_t s);
 
 /* Starts the connection thread if it is not running; the caller that starts it waits (holding
@@ -158,7 +163,7 @@ seq_slot_t *gmx_dl_seq_find(uint64_t s);
 void gmx_dl_start(void);
 
 /* Sends the allocation list to a new session, waiting for ring room as the daemon drains it;
- * D.alloc_lock held, D.lock not. 0, or -1 when the daemon hung up or took nothing for
+ * D.alloc_lock held, the queue lock not. 0, or -1 when the daemon hung up or took nothing for
  * GMX_RING_WAIT_MS (the attempt then fails and is retried; the daemon never keeps a partial
  * list, since a failed session is closed). */
 int gmx_dl_replay_allocs(int sock);

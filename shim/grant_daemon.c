@@ -10,8 +10,8 @@
  * working set (wset.c) precedes its notice, so the planner moves what the kernel touches, not
  * whole allocations.
  *
- * Locks: see daemon_link.h. may_release, completed and host_wait run under the queue lock and
- * take D.lock only briefly; nothing here blocks.
+ * Locks: see daemon_link.h. The policy's calls run under the queue lock, which guards the
+ * session too: they take no lock of their own; nothing here blocks.
  */
 #define _GNU_SOURCE
 #include "daemon_link.h"
@@ -56,7 +56,7 @@ int gmx_dl_active(void)
 	return gmx_shim_policy == &g_daemon;
 }
 
-/* ---- seq table (open addressing; gmx_dl.lock held) ---- */
+/* ---- seq table (open addressing; the queue lock held) ---- */
 
 static size_t seq_hash(uint64_t s)
 {
@@ -229,7 +229,7 @@ static seq_slot_t *seq_insert(uint64_t s)
 
 /* Applies what the down ring holds, in order, up to a migration order (only the connection
  * thread runs those): grants and leases count before the next release. The check is one load
- * of the ring's tail when nothing came. D.lock held. */
+ * of the ring's tail when nothing came. The queue lock held. */
 static void drain_inline(void)
 {
 	gmx_ring_t *r = &gmx_dl.region->down;
@@ -259,7 +259,7 @@ static uint64_t kernel_id(const gmx_shim_cmd_t *cmd)
 
 /* Releases cmd under the lease: reported in the next batch. 1, or 0 when it cannot be booked
  * (the up ring short of room for it and the completions owed: it is held and
- * asked about again). D.lock held. */
+ * asked about again). The queue lock held. */
 static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 {
 	/* Room for this release and every leased completion owed, so that none is ever lost: when
@@ -281,7 +281,7 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 	return 1;
 }
 
-/* Announces cmd (its predicted ranges first); the grant comes later. D.lock held. */
+/* Announces cmd (its predicted ranges first); the grant comes later. The queue lock held. */
 static void notice(const gmx_shim_cmd_t *cmd)
 {
 	/* An oversubscribed client's predicted working set goes first, so the daemon has it when
@@ -307,7 +307,6 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return 1; /* pass-through while no daemon */
 	int ok = 0;
-	pthread_mutex_lock(&gmx_dl.lock);
 	if (!gmx_dl.connected) {
 		ok = 1;
 	} else {
@@ -329,7 +328,6 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 			notice(cmd);
 		}
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
 	return ok;
 }
 
@@ -344,7 +342,6 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return GMX_GRANT_LEASED; /* pass-through while no daemon */
 	int r = GMX_GRANT_QUEUE;
-	pthread_mutex_lock(&gmx_dl.lock);
 	gmx_dl.n_lease_calls++;
 	if (!gmx_dl.connected) {
 		r = GMX_GRANT_LEASED;
@@ -367,12 +364,11 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 				*room = gmx_shim_lease_room(&gmx_dl.lease, gmx_dl.granted);
 		}
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
 	return r;
 }
 
 /* Command seq completed, seen at now (CLOCK_MONOTONIC ns; 0: read the clock when it is leased).
- * D.lock held, connected. */
+ * the queue lock held, connected. */
 static void completed_locked(uint64_t seq, int64_t now)
 {
 	if (gmx_shim_lease_completed(&gmx_dl.lease, seq)) {
@@ -396,14 +392,12 @@ static void grant_completed(void *self, uint64_t seq)
 	(void)self;
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected) {
 		completed_locked(seq, 0);
 		/* pushed now, as every completion reported: no run waits for a look that may not come */
 		if (gmx_dl_run_push() != 0)
 			gmx_dl_desync_locked();
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
 /* Completions seen together (a stream found idle): one lock and one time for all of them. */
@@ -412,7 +406,6 @@ static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n)
 	(void)self;
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected) {
 		int64_t now = gmx_dl.lease.now ? gmx_dl_stamp_ns() : 0; /* leased ones carry a time */
 		for (unsigned i = 0; i < n; i++)
@@ -420,7 +413,6 @@ static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n)
 		if (gmx_dl_run_push() != 0) /* their run goes up now: the daemon reads it on its schedule */
 			gmx_dl_desync_locked();
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
 /* A hint for the policy (fikit marks the next kernel as following a synchronisation). It
@@ -432,13 +424,11 @@ static void grant_host_wait(void *self)
 	(void)self;
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected) {
 		gmx_ring_entry_t e = {.type = GMX_UP_HOST_WAIT};
 		if (gmx_dl_run_push() == 0 && gmx_dl_up_room(1) && gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
 			gmx_dl.up_room--;
 	}
-	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
 /* The dispatcher's look (gmx_grant_ops_t.flush): wakes the daemon if it must read the batched
@@ -448,10 +438,8 @@ static void grant_flush(void *self)
 	(void)self;
 	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&gmx_dl.lock);
 	if (gmx_dl.connected)
 		gmx_dl_flush();
-	pthread_mutex_unlock(&gmx_dl.lock);
 }
 
 /* Only the caller, without the queue lock: the connection thread starts, and the first
@@ -464,15 +452,23 @@ static void grant_prepare(void *self)
 
 /* ---- fork ---- */
 
-void gmx_dl_atfork_prepare(void)
+void gmx_dl_atfork_prepare_alloc(void)
 {
 	pthread_mutex_lock(&gmx_dl.alloc_lock);
+}
+
+void gmx_dl_atfork_prepare(void)
+{
 	pthread_mutex_lock(&gmx_dl.lock);
 }
 
 void gmx_dl_atfork_parent(void)
 {
 	pthread_mutex_unlock(&gmx_dl.lock);
+}
+
+void gmx_dl_atfork_parent_alloc(void)
+{
 	pthread_mutex_unlock(&gmx_dl.alloc_lock);
 }
 
@@ -494,7 +490,6 @@ void gmx_dl_atfork_child(void)
 	gmx_dl.refused_bytes = 0;
 	pthread_cond_init(&gmx_dl.first_cv, NULL);
 	pthread_mutex_unlock(&gmx_dl.lock);
-	pthread_mutex_unlock(&gmx_dl.alloc_lock);
 }
 
 /* ---- set-up ---- */
@@ -552,10 +547,10 @@ __attribute__((destructor)) static void report(void)
 {
 	if (gmx_shim_log_fd < 0 || gmx_shim_policy != &g_daemon)
 		return;
-	pthread_mutex_lock(&gmx_dl.lock);
+	gmx_shim_queue_lock();
 	gmx_shim_log("daemon link leased=%llu batched=%llu entries=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
 		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched, (unsigned long long)gmx_dl.n_entries,
 		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls,
 		     (unsigned long long)gmx_dl.n_clock, gmx_dl_stamp_tsc() ? "tsc" : "clock");
-	pthread_mutex_unlock(&gmx_dl.lock);
+	gmx_shim_queue_unlock();
 }

@@ -1,25 +1,32 @@
 /*
  * The interposer's book of its lease (docs/protocol.md, "Leases"): pure, no locks, no I/O, so
  * that it is unit-tested alone (tests/shim/test_lease_book.c). grant_daemon.c keeps one per
- * session under D.lock. It also knows which commands in flight went under a lease (so that the
- * seq table holds only noticed and granted ones): a short list, oldest first, since leased
- * commands mostly complete in the order they were released.
+ * session under the queue lock. It also knows which commands in flight went under a lease (so that the
+ * seq table holds only noticed and granted ones): a ring, oldest first, since leased commands
+ * mostly complete in the order they were released: the oldest one's completion is one step of
+ * the ring's head, not a move of the rest.
  */
 #ifndef GMX_SHIM_LEASE_H
 #define GMX_SHIM_LEASE_H
 
 #include <stdint.h>
-#include <string.h>
 
-#define GMX_LEASE_SEQS 1024 /* leased commands in flight at most (GPUMUX_SHIM_INFLIGHT's maximum) */
+#define GMX_LEASE_SEQS 1024 /* leased commands in flight at most (GPUMUX_SHIM_INFLIGHT's maximum); a power of two */
 
 typedef struct {
 	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
 	uint32_t now;	   /* leased commands in flight */
 	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
 	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
-	uint64_t seqs[GMX_LEASE_SEQS]; /* seqs[0 .. now-1]: the leased commands in flight, oldest first */
+	uint32_t head;	   /* the ring's oldest entry */
+	uint64_t seqs[GMX_LEASE_SEQS]; /* a ring: the leased commands in flight, oldest (at head) first */
 } gmx_shim_lease_t;
+
+/* The i-th oldest leased command in flight (i < now). */
+static inline uint64_t gmx_shim_lease_seq_at(const gmx_shim_lease_t *l, uint32_t i)
+{
+	return l->seqs[(l->head + i) & (GMX_LEASE_SEQS - 1)];
+}
 
 /* What a command that was never announced does under the lease at now_ns. */
 enum {
@@ -60,16 +67,23 @@ static inline void gmx_shim_lease_apply(gmx_shim_lease_t *l, uint32_t inflight, 
 static inline void gmx_shim_lease_released(gmx_shim_lease_t *l, uint64_t seq)
 {
 	if (l->now < GMX_LEASE_SEQS)
-		l->seqs[l->now++] = seq;
+		l->seqs[(l->head + l->now++) & (GMX_LEASE_SEQS - 1)] = seq;
 	l->last_seq = seq;
 }
 
 /* Command seq completed: 1 if it was a leased command in flight (now forgotten), else 0. */
 static inline int gmx_shim_lease_completed(gmx_shim_lease_t *l, uint64_t seq)
 {
-	for (uint32_t i = 0; i < l->now; i++)
-		if (l->seqs[i] == seq) {
-			memmove(&l->seqs[i], &l->seqs[i + 1], (l->now - i - 1) * sizeof l->seqs[0]);
+	const uint32_t m = GMX_LEASE_SEQS - 1;
+	if (l->now && l->seqs[l->head] == seq) { /* the oldest: the usual case */
+		l->head = (l->head + 1) & m;
+		l->now--;
+		return 1;
+	}
+	for (uint32_t i = 1; i < l->now; i++)
+		if (l->seqs[(l->head + i) & m] == seq) {
+			for (uint32_t j = i; j + 1 < l->now; j++) /* the younger ones close the gap */
+				l->seqs[(l->head + j) & m] = l->seqs[(l->head + j + 1) & m];
 			l->now--;
 			return 1;
 		}

@@ -87,11 +87,13 @@ static int driver_version(char *out, size_t n)
 	return rc;
 }
 
-/* fork: every lock of the shim is taken in the one order its code nests them (queue, kernel
- * info, daemon allocations, daemon session, the integrity table), so the child never inherits
- * one held mid-update; the forking thread releases them again in both processes. */
+/* fork: every lock of the shim is taken in the one order its code nests them (daemon
+ * allocations, queue (and daemon session), kernel info, the daemon connection thread's start,
+ * the integrity table), so the child never inherits one held mid-update; the forking thread
+ * releases them again in both processes. */
 static void atfork_prepare(void)
 {
+	gmx_dl_atfork_prepare_alloc();
 	gmx_shim_queue_atfork_prepare();
 	gmx_shim_modinfo_atfork_prepare();
 	gmx_dl_atfork_prepare();
@@ -104,6 +106,7 @@ static void atfork_parent(void)
 	gmx_dl_atfork_parent();
 	gmx_shim_modinfo_atfork_parent();
 	gmx_shim_queue_atfork_parent();
+	gmx_dl_atfork_parent_alloc();
 }
 
 static void atfork_child(void)
@@ -112,6 +115,7 @@ static void atfork_child(void)
 	gmx_dl_atfork_child();
 	gmx_shim_modinfo_atfork_child();
 	gmx_shim_queue_atfork_child();
+	gmx_dl_atfork_parent_alloc(); /* the child's copy: released as in the parent */
 }
 
 /* The kernel-identity functions a driver exports but does not offer at its own version

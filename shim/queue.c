@@ -13,6 +13,8 @@
 #include <string.h>
 
 gmx_qstate_t gmx_q = {.lock = PTHREAD_MUTEX_INITIALIZER,
+		      .poll_lock = PTHREAD_MUTEX_INITIALIZER,
+		      .cv_poll = PTHREAD_COND_INITIALIZER,
 		      .cv_work = PTHREAD_COND_INITIALIZER,
 		      .cv_done = PTHREAD_COND_INITIALIZER};
 
@@ -221,7 +223,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	 * every command would cost a futex call and a lock hand-over per launch. */
 	if (gmx_q.queued > 0) {
 		gmx_q_ensure_dispatcher();
-		pthread_cond_signal(&gmx_q.cv_work);
+		gmx_q_wake_dispatcher();
 	} else if (gmx_q.inflight > 0 && gmx_q.disp_idle) {
 		gmx_q.disp_wakes++;
 		gmx_q.disp_idle = 0;
@@ -416,12 +418,22 @@ void gmx_shim_queue_quiesce(void)
 	pthread_mutex_unlock(&gmx_q.lock);
 }
 
+void gmx_shim_queue_lock(void)
+{
+	pthread_mutex_lock(&gmx_q.lock);
+}
+
+void gmx_shim_queue_unlock(void)
+{
+	pthread_mutex_unlock(&gmx_q.lock);
+}
+
 void gmx_shim_queue_kick(void)
 {
 	pthread_mutex_lock(&gmx_q.lock);
 	if (gmx_q.queued > 0) {
 		gmx_q_ensure_dispatcher();
-		pthread_cond_signal(&gmx_q.cv_work);
+		gmx_q_wake_dispatcher();
 	}
 	pthread_mutex_unlock(&gmx_q.lock);
 }
@@ -431,10 +443,12 @@ void gmx_shim_queue_kick(void)
 void gmx_shim_queue_atfork_prepare(void)
 {
 	pthread_mutex_lock(&gmx_q.lock);
+	pthread_mutex_lock(&gmx_q.poll_lock);
 }
 
 void gmx_shim_queue_atfork_parent(void)
 {
+	pthread_mutex_unlock(&gmx_q.poll_lock);
 	pthread_mutex_unlock(&gmx_q.lock);
 }
 
@@ -447,6 +461,10 @@ void gmx_shim_queue_atfork_child(void)
 {
 	pthread_cond_init(&gmx_q.cv_work, NULL);
 	pthread_cond_init(&gmx_q.cv_done, NULL);
+	pthread_cond_init(&gmx_q.cv_poll, NULL);
+	gmx_q.disp_polling = 0;
+	gmx_q.poll_kicked = 0;
+	pthread_mutex_unlock(&gmx_q.poll_lock);
 	gmx_q.queues = NULL;
 	__atomic_store_n(&gmx_q.queued, 0, __ATOMIC_RELAXED);
 	gmx_q.inflight = 0;
@@ -477,8 +495,9 @@ __attribute__((destructor)) static void report(void)
 		return;
 	pthread_mutex_lock(&gmx_q.lock);
 	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
-		     "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu",
+		     "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu",
 		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
-		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields);
+		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields,
+		     __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED));
 	pthread_mutex_unlock(&gmx_q.lock);
 }

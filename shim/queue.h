@@ -72,6 +72,12 @@ void gmx_shim_event_flush(CUevent e, int forget);
 void gmx_shim_capture_begin(void);
 void gmx_shim_capture_end(void);
 
+/* Takes / releases the queue lock from outside the queue (the daemon link's connection thread and
+ * allocations: the lock also guards the link's session state, daemon_link.h). Never taken by a
+ * thread that already holds it. */
+void gmx_shim_queue_lock(void);
+void gmx_shim_queue_unlock(void);
+
 /* Wakes the dispatcher to re-check grants now (a grant arrived); never blocks on the GPU. */
 void gmx_shim_queue_kick(void);
 

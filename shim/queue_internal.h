@@ -84,6 +84,13 @@ typedef struct {
 	long poll_ns;
 	int dispatcher;
 	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */
+	/* While leased launches go on, the dispatcher polls without the queue lock (dispatcher_poll):
+	 * it waits on cv_poll under poll_lock (taken after the queue lock, never before it), and a
+	 * wake-up for it sets poll_kicked there (gmx_q_wake_dispatcher). */
+	int disp_polling;
+	pthread_mutex_t poll_lock;
+	pthread_cond_t cv_poll;
+	int poll_kicked;
 	int lease_full; /* the last leased release left the lease no room: the next asks the stream first */
 	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
 	unsigned gen;  /* bumped when a queue is freed: invalidates per-thread caches */
@@ -95,6 +102,7 @@ typedef struct {
 	unsigned long disp_sleeps, disp_wakes; /* the dispatcher went to sleep without a timeout; was woken from it */
 	unsigned long stream_queries;	       /* cuStreamQuery calls to see completions */
 	unsigned long full_yields;	       /* yields of a leased launch while the policy had no room to report it */
+	unsigned long polls_skipped;	       /* dispatcher polls that left the queue lock alone: leased launches went on */
 } gmx_qstate_t;
 
 /* The queues' state (queue.c defines it). */
@@ -156,6 +164,10 @@ void gmx_q_release_head(gmx_sq *q);
 int gmx_q_pump(void);
 /* Waits on cv (the lock released meanwhile) for at most one poll period. */
 void gmx_q_timed_wait(pthread_cond_t *cv);
+/* The same with mutex m (held) instead of the queue lock. */
+void gmx_q_timed_wait_on(pthread_cond_t *cv, pthread_mutex_t *m);
+/* Wakes the dispatcher for queued work, whichever way it waits. */
+void gmx_q_wake_dispatcher(void);
 /* Starts the dispatcher thread if it is not running. */
 void gmx_q_ensure_dispatcher(void);
 /* Waits, pumping, until done(arg) holds; q (or NULL): the caller's stream, waited on in the

@@ -117,6 +117,11 @@ int gmx_q_pump(void)
 
 void gmx_q_timed_wait(pthread_cond_t *cv)
 {
+	gmx_q_timed_wait_on(cv, &gmx_q.lock);
+}
+
+void gmx_q_timed_wait_on(pthread_cond_t *cv, pthread_mutex_t *m)
+{
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_nsec += gmx_q.poll_ns;
@@ -124,14 +129,54 @@ void gmx_q_timed_wait(pthread_cond_t *cv)
 		ts.tv_nsec -= 1000000000L;
 		ts.tv_sec++;
 	}
-	pthread_cond_timedwait(cv, &gmx_q.lock, &ts);
+	pthread_cond_timedwait(cv, m, &ts);
+}
+
+void gmx_q_wake_dispatcher(void)
+{
+	pthread_cond_signal(&gmx_q.cv_work);
+	if (gmx_q.disp_polling) {
+		pthread_mutex_lock(&gmx_q.poll_lock);
+		gmx_q.poll_kicked = 1;
+		pthread_cond_signal(&gmx_q.cv_poll);
+		pthread_mutex_unlock(&gmx_q.poll_lock);
+	}
+}
+
+/* The dispatcher's poll while leased launches go on: it waits a poll period without the queue
+ * lock, and as long as leased launches went on meanwhile (the launching thread reports its own
+ * releases and completions, and pushes a run as soon as a launch does not extend it) and nothing
+ * was queued or woke it, it waits again without taking the lock at all: taking it would stall
+ * the launching thread, which holds it for most of each launch (a futex wait and wake on both
+ * sides). *seen: the leased releases counted at its last look. Called and returns with the queue
+ * lock held. */
+static void dispatcher_poll(unsigned long *seen)
+{
+	gmx_q.disp_polling = 1;
+	pthread_mutex_unlock(&gmx_q.lock);
+	for (;;) {
+		pthread_mutex_lock(&gmx_q.poll_lock);
+		if (!gmx_q.poll_kicked)
+			gmx_q_timed_wait_on(&gmx_q.cv_poll, &gmx_q.poll_lock);
+		int kicked = gmx_q.poll_kicked;
+		gmx_q.poll_kicked = 0;
+		pthread_mutex_unlock(&gmx_q.poll_lock);
+		unsigned long now = __atomic_load_n(&gmx_q.released_leased, __ATOMIC_RELAXED);
+		if (kicked || now == *seen || __atomic_load_n(&gmx_q.queued, __ATOMIC_RELAXED) > 0)
+			break;
+		*seen = now;
+		__atomic_store_n(&gmx_q.polls_skipped, gmx_q.polls_skipped + 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q.disp_polling = 0;
 }
 
 /* The dispatcher: releases queued work and, while work is in flight, polls completions every
  * poll period for the policy. With nothing queued or in flight it sleeps without a timeout, but
  * only after a whole period without a leased launch: a caller finding it asleep with work in
  * flight wakes it (a futex call and a lock hand-over), so a stream of short leased launches,
- * each complete before the next, would otherwise wake it once per launch. */
+ * each complete before the next, would otherwise wake it once per launch. While leased launches
+ * go on and nothing is queued it polls without the queue lock (dispatcher_poll). */
 static void *dispatcher_main(void *arg)
 {
 	(void)arg;
@@ -149,6 +194,8 @@ static void *dispatcher_main(void *arg)
 			gmx_q.disp_sleeps++;
 			pthread_cond_wait(&gmx_q.cv_work, &gmx_q.lock);
 			gmx_q.disp_idle = 0;
+		} else if (gmx_q.queued == 0 && !quiet) {
+			dispatcher_poll(&leased_seen);
 		} else
 			gmx_q_timed_wait(&gmx_q.cv_work);
 	}
@@ -207,7 +254,7 @@ void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 		if (wait_oldest(q))
 			continue;
 		gmx_q_ensure_dispatcher();
-		pthread_cond_signal(&gmx_q.cv_work);
+		gmx_q_wake_dispatcher();
 		gmx_q_timed_wait(&gmx_q.cv_done);
 	}
 }
@@ -347,7 +394,7 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 		gmx_q_mark_tail(q, 0);
 	CUresult r = gmx_shim__req_call_driver(req, q->real);
 	int tracked = r == CUDA_SUCCESS && gmx_q_track(q, info.seq);
-	gmx_q.released_leased++;
+	__atomic_store_n(&gmx_q.released_leased, gmx_q.released_leased + 1, __ATOMIC_RELAXED); /* read by a polling dispatcher without the lock */
 	gmx_shim__req_log(&info, fi, req->params, r);
 	if (p->released)
 		p->released(p->self, &info);

@@ -72,7 +72,8 @@ void gmx_shim_drain_all(void);
 
 /* fork, per module: prepare takes the module's locks, parent releases them, child releases
  * them and starts the module over. loader.c calls them in the one order the shim nests its
- * locks (queue, kernel info, daemon link, integrity table), so a child never inherits a lock
+ * locks (daemon allocations, queue and daemon session, kernel info, daemon connection thread,
+ * integrity table), so a child never inherits a lock
  * held mid-update. */
 void gmx_shim_queue_atfork_prepare(void);
 void gmx_shim_queue_atfork_parent(void);
@@ -80,6 +81,8 @@ void gmx_shim_queue_atfork_child(void);
 void gmx_shim_modinfo_atfork_prepare(void);
 void gmx_shim_modinfo_atfork_parent(void);
 void gmx_shim_modinfo_atfork_child(void);
+void gmx_dl_atfork_prepare_alloc(void); /* the allocation list's lock: first of all */
+void gmx_dl_atfork_parent_alloc(void);	/* ... and last, in the parent and the child alike */
 void gmx_dl_atfork_prepare(void);
 void gmx_dl_atfork_parent(void);
 void gmx_dl_atfork_child(void);

@@ -12,7 +12,8 @@
 #      launching; 64 over the median time of a batch of 64 launches and its sync; beside it the
 #      sustained rate, all launches over the whole run) on the bare
 #      stand-in and through the interposer's passthrough and queue policies and the daemon's,
-#      each as a ratio to the bare run of the same round (median over REPS rounds);
+#      each as a ratio to a bare run of its own right next to it (before it in odd rounds, after
+#      it in even ones; median over RATE_REPS rounds, 9, or 5 with QUICK=1);
 #   4. daemon CPU per kernel: the run time of gpumuxd's threads (/proc/PID/task/*/schedstat, ns)
 #      from the moment NC connected clients start to the moment all have seen their last kernel
 #      end (they stay connected until then: departures are not counted), while they launch
@@ -43,9 +44,9 @@ DPID=
 trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; rm -rf "$W"' EXIT
 export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
-    NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300
+    NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300 RATE_REPS=5
 else
-    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000
+    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000 RATE_REPS=9
 fi
 HP="--kernels hp:200 --count $NREQ --gap-us 1000"
 LP="--kernels lpa:500,lpb:600 --count 100000 --sync-every 32"
@@ -160,16 +161,22 @@ rate_run() {
 declare -A rate ratio srate sratio
 RMODES="passthrough queue daemon"
 [ -n "${BASE:-}" ] && BASE=$(cd "$BASE" && pwd) RMODES+=" daemon_base"
-for r in $(seq "$REPS"); do
-    # Bare first in odd rounds, last in even ones: a position in the round favours no path.
-    order="bare $RMODES"
-    [ $((r % 2)) = 0 ] && order="$(tr ' ' '\n' <<<"$order" | tac | tr '\n' ' ')"
-    declare -A x=() y=()
-    for m in $order; do read -r "x[$m]" "y[$m]" < <(rate_run $m "$r"); done
-    rate[bare]+="${x[bare]} " srate[bare]+="${y[bare]} "
+for r in $(seq "$RATE_REPS"); do
+    # Each path is paired with a bare run of its own, right before it in odd rounds and right
+    # after it in even ones, and divided by that one: this machine changes speed for seconds at a
+    # time (the bare stand-in at 4.5M or 7.3M launches/s from one second to the next), so a bare
+    # run several runs away may have met another speed than the path it is compared with.
     for m in $RMODES; do
-        rate[$m]+="${x[$m]} " ratio[$m]+="$(calc "${x[$m]} / ${x[bare]}") "
-        srate[$m]+="${y[$m]} " sratio[$m]+="$(calc "${y[$m]} / ${y[bare]}") "
+        if [ $((r % 2)) = 1 ]; then
+            read -r xb yb < <(rate_run bare "$r-$m")
+            read -r xm ym < <(rate_run "$m" "$r")
+        else
+            read -r xm ym < <(rate_run "$m" "$r")
+            read -r xb yb < <(rate_run bare "$r-$m")
+        fi
+        rate[bare]+="$xb " srate[bare]+="$yb "
+        rate[$m]+="$xm " ratio[$m]+="$(calc "$xm / $xb") "
+        srate[$m]+="$ym " sratio[$m]+="$(calc "$ym / $yb") "
     done
 done
 fi
@@ -277,7 +284,7 @@ for k in 5 50 500; do
         "$(mrow "${op99[$k]}")" "$(mrow "${add50[$k]}")"
 done
 echo
-printf '%-30s %12s %9s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "sustained/s" "vs bare" "(medians of $REPS rounds; ratio within a round)"
+printf '%-30s %12s %9s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "sustained/s" "vs bare" "(medians of $RATE_REPS rounds; each ratio to the bare run beside it)"
 printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1 "$(mrow "${srate[bare]}")" 1
 for m in $RMODES; do
     printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")$([ $m = daemon_base ] && echo " (BASE)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
@@ -328,8 +335,8 @@ for t in 10000 100000 500000; do
     done
     cpu_json="${cpu_json%,}},"
 done
-printf '{"bench":"daemon","policy":"%s","reps":%d,"hp_p99_ratio_gpumux":%.3f,"hp_p99_ratio_default":%.3f,"hp_alone_us":{"p50":%.1f,"p99":%.1f},"hp_shared_us":{"p50":%.1f,"p99":%.1f},"hp_alone_gpumux_us":{"p50":%.1f,"p99":%.1f},"hp_shared_gpumux_us":{"p50":%.1f,"p99":%.1f},"notice_to_grant_us":{"p50":%.1f,"p99":%.1f},' \
-    "$POLICY" "$REPS" "$r_gmx" "$r_def" "$a50" "$a99" "$s50" "$s99" "$ga50" "$ga99" "$gs50" "$gs99" "$n50" "$n99"
+printf '{"bench":"daemon","policy":"%s","reps":%d,"launch_rate_rounds":%d,"hp_p99_ratio_gpumux":%.3f,"hp_p99_ratio_default":%.3f,"hp_alone_us":{"p50":%.1f,"p99":%.1f},"hp_shared_us":{"p50":%.1f,"p99":%.1f},"hp_alone_gpumux_us":{"p50":%.1f,"p99":%.1f},"hp_shared_gpumux_us":{"p50":%.1f,"p99":%.1f},"notice_to_grant_us":{"p50":%.1f,"p99":%.1f},' \
+    "$POLICY" "$REPS" "$RATE_REPS" "$r_gmx" "$r_def" "$a50" "$a99" "$s50" "$s99" "$ga50" "$ga99" "$gs50" "$gs99" "$n50" "$n99"
 printf '"hp_alone_overhead_pct":{%s},"hp_alone_latency_us":{%s},"hp_alone_added_us_per_kernel_5us":%.2f,' \
     "${hp_json%,}" "${hp_abs%,}" "$(mrow "${add50[5]}")"
 printf '"launch_rate_per_s":{"bare":%.0f,"passthrough":%.0f,"queue":%.0f,"daemon":%.0f},' "$(mrow "${rate[bare]}")" \

@@ -90,8 +90,8 @@ static void leased_seqs(void **state)
 	assert_int_equal(l.now, 3);
 	assert_int_equal(gmx_shim_lease_completed(&l, 2), 1);
 	assert_int_equal(l.now, 2);
-	assert_int_equal(l.seqs[0], 1);
-	assert_int_equal(l.seqs[1], 5);
+	assert_int_equal(gmx_shim_lease_seq_at(&l, 0), 1);
+	assert_int_equal(gmx_shim_lease_seq_at(&l, 1), 5);
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
 	assert_int_equal(gmx_shim_lease_completed(&l, 5), 1);
 	assert_int_equal(gmx_shim_lease_completed(&l, 1), 1);
@@ -106,6 +106,36 @@ static void leased_seqs(void **state)
 	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
 }
 
+/* The book is a ring: oldest-first completions step its head, across its end too, and one from
+ * the middle of a wrapped ring keeps the others in order. */
+static void ring_wraps(void **state)
+{
+	(void)state;
+	static gmx_shim_lease_t l;
+	gmx_shim_lease_apply(&l, 64, 0);
+	uint64_t next = 1, oldest = 1;
+	for (int round = 0; round < 3 * GMX_LEASE_SEQS / 40; round++) { /* ~3 times round the ring */
+		for (int i = 0; i < 40; i++)
+			gmx_shim_lease_released(&l, next++);
+		for (int i = 0; i < 37; i++)
+			assert_int_equal(gmx_shim_lease_completed(&l, oldest++), 1);
+	}
+	assert_true(l.head != 0 || oldest > GMX_LEASE_SEQS);
+	uint32_t n = l.now;
+	assert_int_equal(n, next - oldest);
+	/* the second youngest completes first: the rest stay, in order */
+	assert_int_equal(gmx_shim_lease_completed(&l, next - 2), 1);
+	assert_int_equal(l.now, n - 1);
+	for (uint32_t i = 0; i + 1 < n - 1; i++)
+		assert_int_equal(gmx_shim_lease_seq_at(&l, i), oldest + i);
+	assert_int_equal(gmx_shim_lease_seq_at(&l, n - 2), next - 1);
+	while (oldest < next - 2)
+		assert_int_equal(gmx_shim_lease_completed(&l, oldest++), 1);
+	assert_int_equal(gmx_shim_lease_completed(&l, next - 2), 0);
+	assert_int_equal(gmx_shim_lease_completed(&l, next - 1), 1);
+	assert_int_equal(l.now, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -114,6 +144,7 @@ int main(void)
 	    cmocka_unit_test(end_and_revoke),
 	    cmocka_unit_test(granted_count),
 	    cmocka_unit_test(leased_seqs),
+	    cmocka_unit_test(ring_wraps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
