@@ -482,6 +482,46 @@ static void ideal_counts_the_kernel_gaps_of_a_stream(void **state)
 	gmx_workload_free(&b);
 }
 
+/* A task whose host leaves the device (one 5 ms kernel, then 60 ms on its host) beside two steady
+ * tasks at 50 ms slices, memory ample: its host is ready at each of its turns, so under inmem it
+ * completes one unit per rotation (about 105 ms: two slices, its kernel, the turns' drains). The
+ * limit may grant it no more turns than round robin allows in the window, the cut ones included
+ * (floor(T / (n_s S)) + 1), and charges their GPU time to the device and their wall time to the
+ * window; it stays at or above inmem (inmem is a memory policy too; 1.041) and within what two
+ * more turns of the host-paced task (a rotation without drains: 105 ms, 20 in the window, and the
+ * window's phase) and the steady turns' edges give. Before, it gave the host-paced task two more
+ * turns at the window's edges, its work for free and let a steady task skip turns: 1.074. */
+static void ideal_counts_the_turns_of_a_host_paced_task(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b, h;
+	tu_sweep(&a, "a", 64ull << 20, 16, 4ull << 20, 1000000, 5000);
+	tu_sweep(&b, "b", 64ull << 20, 16, 4ull << 20, 1000000, 5000);
+	tu_sweep(&h, "host", 64ull << 20, 1, 64ull << 20, 5000000, 60000000);
+	gmx_sim_task_t t[3] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}, {.name = "host", .workload = &h}};
+	gmx_sim_result_t *r = calloc(2, sizeof(*r));
+	assert_non_null(r);
+	char err[256];
+	for (int m = 0; m < 2; m++) {
+		gmx_sim_config_t c = base_config(t, 3, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, 1ull << 30);
+		c.sched.slice_ns = 50000000;
+		c.duration_ns = 2000000000LL;
+		c.warmup_ns = 500000000LL;
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	assert_true(r[1].limit_valid);
+	double host_units = r[0].tasks[2].throughput_per_s * 2.0;
+	print_message("limit %.4f (rotation %.4f, reuse %.4f); host %.1f units under inmem\n", r[1].limit_bound,
+		      r[1].limit_rotation_bound, r[1].limit_reuse_bound, host_units);
+	assert_true(host_units > 15 && host_units < 21);
+	assert_true(r[1].limit_bound >= 1.0);
+	assert_true(r[1].limit_bound < 1.05);
+	free(r);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+	gmx_workload_free(&h);
+}
+
 /* timeline with hold_task: the held task keeps its place in the rotation while
  * its host thinks, and the device waits for it at its turn. */
 static void timeline_holds_the_turn_of_the_held_task(void **state)
@@ -522,6 +562,7 @@ int main(void)
 	    cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
 	    cmocka_unit_test(ideal_pays_the_loads_a_switch_forces),
 	    cmocka_unit_test(ideal_counts_the_kernel_gaps_of_a_stream),
+	    cmocka_unit_test(ideal_counts_the_turns_of_a_host_paced_task),
 	    cmocka_unit_test(timeline_holds_the_turn_of_the_held_task),
 	    cmocka_unit_test(exclusive_runs_each_task_alone),
 	    cmocka_unit_test(timeslice_shares_the_device_equally),
