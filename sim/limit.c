@@ -37,13 +37,30 @@ typedef struct sweep_ev {
 	int64_t delta; /* bytes entering (+) or leaving (-) the set of windows a position avoids */
 } sweep_ev_t;
 
-static int cmp_ev(const void *a, const void *b)
-{
-	const sweep_ev_t *x = a, *y = b;
-	if (x->at != y->at)
-		return x->at < y->at ? -1 : 1;
-	return (x->delta < y->delta) - (x->delta > y->delta); /* entries first */
-}
+/* An LSD radix sort of n records of TYPE by the non-negative integer KEY(record), 11 bits a
+ * pass, as many passes as the largest key needs (stable: equal keys keep their order); tmp
+ * holds n records. Faster than qsort's comparator calls over the byte curve's events. */
+#define RADIX_SORT(NAME, TYPE, KEY)                                                              \
+	static void NAME(TYPE *v, TYPE *tmp, uint64_t n)                                         \
+	{                                                                                        \
+		uint64_t top = 0;                                                                \
+		for (uint64_t i = 0; i < n; i++)                                                 \
+			top = KEY(&v[i]) > top ? KEY(&v[i]) : top;                               \
+		for (int shift = 0; shift < 64 && (top >> shift); shift += 11) {                 \
+			uint64_t count[2049] = {0};                                              \
+			for (uint64_t i = 0; i < n; i++)                                         \
+				count[((KEY(&v[i]) >> shift) & 2047) + 1]++;                     \
+			for (int b = 0; b < 2048; b++)                                           \
+				count[b + 1] += count[b];                                        \
+			for (uint64_t i = 0; i < n; i++)                                         \
+				tmp[count[(KEY(&v[i]) >> shift) & 2047]++] = v[i];               \
+			memcpy(v, tmp, n * sizeof(*v));                                          \
+		}                                                                                \
+	}
+
+/* By position, entries (delta > 0) before exits at the same position. */
+#define EV_KEY(e) (((uint64_t)(e)->at << 1) | ((e)->delta < 0))
+RADIX_SORT(sort_ev, sweep_ev_t, EV_KEY)
 
 /* The most bytes a window [tau, tau + W) of the cycle can avoid touching: the bytes whose
  * every use lies outside it, maximised over tau by a sweep. */
@@ -65,7 +82,7 @@ static uint64_t most_avoided(const gap_t *g, uint64_t n, int64_t U, int64_t W, s
 			ev[k++] = (sweep_ev_t){e + 1, -(int64_t)g[i].bytes};
 		}
 	}
-	qsort(ev, k, sizeof(*ev), cmp_ev);
+	sort_ev(ev, ev + k, k);
 	int64_t cur = 0, best = 0;
 	for (uint64_t i = 0; i < k; i++) {
 		cur += ev[i].delta;
@@ -186,7 +203,7 @@ int gmx_limit_curve(const gmx_workload_t *w, const int64_t *dur, gmx_limit_task_
 	/* Gaps: the stretches of the cycle in which a segment is not used. */
 	uint64_t n_uses = use_off[n_seg], n_gaps = 0;
 	gaps = malloc((n_uses + 1) * sizeof(gap_t));
-	ev = malloc((4 * n_uses + 4) * sizeof(sweep_ev_t));
+	ev = malloc((8 * n_uses + 8) * sizeof(sweep_ev_t)); /* the events, then the sort's room */
 	if (!gaps || !ev) {
 		free(seg_base);
 		free(nbnd);
@@ -397,11 +414,8 @@ typedef struct rev {
 	int32_t sign;
 } rev_t;
 
-static int cmp_rev(const void *a, const void *b)
-{
-	const rev_t *x = a, *y = b;
-	return (x->at > y->at) - (x->at < y->at);
-}
+#define REV_KEY(e) ((uint64_t)(e)->at)
+RADIX_SORT(sort_rev, rev_t, REV_KEY)
 
 static double solo_gap(const gmx_limit_task_t *t, const gap_t *g)
 {
@@ -421,7 +435,7 @@ static int reuse_table(const gmx_limit_task_t *t, double G, const double *r, reu
 			double d = solo_gap(t, &t->gaps[i]);
 			tab->Q[k] += (double)t->gaps[i].bytes * (d < r[k] ? d : r[k]);
 		}
-	rev_t *ev = malloc((4 * t->n_gaps + 1) * sizeof(*ev));
+	rev_t *ev = malloc((8 * t->n_gaps + 2) * sizeof(*ev)); /* the events, then the sort's room */
 	double *e = malloc((t->n_gaps + 1) * sizeof(double));
 	if (!ev || !e) {
 		free(ev);
@@ -451,7 +465,7 @@ static int reuse_table(const gmx_limit_task_t *t, double G, const double *r, reu
 				ev[n++] = (rev_t){b - U + 1, (uint32_t)i, -1};
 			}
 		}
-		qsort(ev, n, sizeof(*ev), cmp_rev);
+		sort_rev(ev, ev + n, n);
 		for (int k = 0; k < RG; k++) {
 			for (uint64_t i = 0; i < t->n_gaps; i++) {
 				double d = solo_gap(t, &t->gaps[i]);
@@ -548,26 +562,34 @@ static double reuse_dual(const reuse_ctx_t *c, double lambda, double mu)
 	for (uint32_t i = 0; i < c->n; i++)
 		if (c->t[i].steady)
 			th_hi = mx(th_hi, h[i] / c->slice);
-	double lo = 0, hi = th_hi;
-	for (int it = 0; it < 16 && th_hi > 0; it++) {
-		double mid = (lo + hi) / 2, sum = 0;
+	/* Newton's method from theta = 0: the sum is convex and decreasing, so each step's tangent
+	 * meets 0 at or before the root and the steps rise to it (a few, it is piecewise linear). */
+	double hi = 0;
+	for (int it = 0; it < 8 && th_hi > 0; it++) {
+		double sum = 0, slope = 0;
 		for (uint32_t i = 0; i < c->n; i++) {
 			if (!c->t[i].steady)
 				continue;
-			double x = g0[i];
-			for (int j = j0[i]; j < WG; j++)
-				x = mx(x, g[i][j] - mid * WALL(i, j));
-			sum += x - mid * c->slice;
+			double x = g0[i], wx = 0;
+			for (int j = j0[i]; j < WG; j++) {
+				double y = g[i][j] - hi * WALL(i, j);
+				if (y > x) {
+					x = y;
+					wx = WALL(i, j);
+				}
+			}
+			sum += x - hi * c->slice;
+			slope += wx + c->slice;
 		}
-		if (sum > 0)
-			lo = mid;
-		else
-			hi = mid;
+		if (sum <= 0 || slope <= 0)
+			break;
+		double next = hi + sum / slope;
+		if (next <= hi * (1 + 1e-9))
+			break;
+		hi = next;
 	}
-	for (uint32_t cand = 0; cand <= c->n + 1; cand++) {
-		if (cand < c->n && !c->t[cand].steady)
-			continue;
-		double theta = cand < c->n ? h[cand] / c->slice : cand == c->n ? 0 : hi, u = theta * c->window;
+	for (int cand = 0; cand < 2; cand++) {
+		double theta = cand ? hi : 0, u = theta * c->window;
 		/* Round robin: the whole turns of two steady tasks in the window differ in number by
 		 * at most one (between two turns of one, the other takes one), so they take N or N + 1
 		 * each, N <= turns, and a turn lasts a slice whatever its work: a steady task whose turn
