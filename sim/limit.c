@@ -552,9 +552,10 @@ typedef struct reuse_ctx {
 	const gmx_limit_task_t *t;
 	const reuse_tab_t *tab;
 	const double *w;
+	const double *capped; /* work a task left out of the relaxation does in the window at most (0: kept in) */
 	uint32_t n;
 	int k;
-	double turns, window, capacity, link, inflight, fixed, slice;
+	double turns, window, capacity, link, inflight, slice;
 } reuse_ctx_t;
 
 /* The reuse bound's Lagrangian at (lambda, mu): an upper bound on the window's objective.
@@ -562,41 +563,125 @@ typedef struct reuse_ctx {
  * window last a slice each, so with theta the price of a slice's wall time they gain at most
  * max(0, h - theta S) each against theta T in all; only the two turns cut by the window's
  * edges escape that, at most the best h each. */
+/* The larger of a and b (fmax without its call, in the dual's inner loops). */
+static inline double mx(double a, double b)
+{
+	return a > b ? a : b;
+}
+
 static double reuse_dual(const reuse_ctx_t *c, double lambda, double mu)
 {
 	double r = c->tab[0].r[c->k];
-	double v = lambda * (c->window + c->inflight) + mu * (c->capacity * c->window + r * (c->link * c->window + c->capacity)) +
-		   c->fixed;
-	double h[64], hmax = 0;
+	double v = lambda * (c->window + c->inflight) + mu * (c->capacity * c->window + r * (c->link * c->window + c->capacity));
+	/* Per task: g[j] the gain of a turn with work step[i] * (j + off[i]); a steady turn lasts
+	 * max(S, work / P), any other at least work / P: g0 is the best gain of the turns j < j0
+	 * that last no longer than a slice (none for a task that is not steady). */
+	double h[64], g[64][WG], g0[64], step[64];
+	int j0[64], off[64];
 	for (uint32_t i = 0; i < c->n; i++) {
 		const gmx_limit_task_t *t = &c->t[i];
 		const reuse_tab_t *tb = &c->tab[i];
-		h[i] = 0;
+		h[i] = g0[i] = step[i] = 0;
+		j0[i] = WG;
+		off[i] = 0;
 		if (t->unit_ns <= 0)
 			continue;
 		double q = tb->Q[c->k];
 		double lin = c->w[i] - lambda / t->streams - mu * q / t->unit_ns;
+		off[i] = lin > 0;
+		step[i] = t->turn_cap / WG / t->streams; /* wall time per grid step at least */
+		int first = 0; /* the first j whose turn outlasts a slice */
+		if (t->steady) {
+			double f = floor(c->slice / step[i]) - off[i] + 1;
+			first = f < 0 ? 0 : f > WG ? WG : (int)f;
+		}
+		double hi_ = 0, lo_ = 0, a = lin * t->turn_cap / WG;
 		for (int j = 0; j < WG; j++) {
-			double g = lin * t->turn_cap * (lin > 0 ? j + 1 : j) / WG - mu * tb->c2[j][c->k];
-			if (g > h[i])
-				h[i] = g;
+			double x = a * (j + off[i]) - mu * tb->c2[j][c->k];
+			g[i][j] = x;
+			hi_ = mx(hi_, x);
+			if (j < first)
+				lo_ = hi_;
 		}
+		h[i] = hi_;
+		g0[i] = lo_;
+		j0[i] = first;
 		v += mu * q;
-		hmax = h[i] > hmax ? h[i] : hmax;
 	}
-	/* theta: the least over 0 and the breakpoints h_i / S of the steady tasks (convex, piecewise linear) */
-	double best = INFINITY;
-	for (uint32_t cand = 0; cand <= c->n; cand++) {
-		if (cand < c->n && !c->t[cand].steady)
-			continue;
-		double theta = cand < c->n ? h[cand] / c->slice : 0, u = theta * c->window;
+#define WALL(i, j) (c->t[i].steady ? mx(0, step[i] * ((j) + off[i]) - c->slice) : step[i] * ((j) + off[i]))
+	/* theta, the price of wall time in the window: every whole turn of a steady task lasts
+	 * max(S, its work / P), every other turn at least its work / P, a task left out at its
+	 * cap computes that work too. Any theta >= 0 bounds; tried: 0, the breakpoints h_i / S of
+	 * the steady tasks, and where the steady turns' sum of gains crosses 0 (a rotation neither
+	 * gains nor loses), found by bisection: the sum decreases with theta. */
+	double best = INFINITY, th_hi = 0;
+	for (uint32_t i = 0; i < c->n; i++)
+		if (c->t[i].steady)
+			th_hi = mx(th_hi, h[i] / c->slice);
+	/* Newton's method from theta = 0: the sum is convex and decreasing, so each step's tangent
+	 * meets 0 at or before the root and the steps rise to it (a few, it is piecewise linear). */
+	double hi = 0;
+	for (int it = 0; it < 8 && th_hi > 0; it++) {
+		double sum = 0, slope = 0;
 		for (uint32_t i = 0; i < c->n; i++) {
-			double x = c->t[i].steady ? h[i] - theta * c->slice : h[i];
-			u += c->turns * (x > 0 ? x : 0);
+			if (!c->t[i].steady)
+				continue;
+			double x = g0[i], wx = 0;
+			for (int j = j0[i]; j < WG; j++) {
+				double y = g[i][j] - hi * WALL(i, j);
+				if (y > x) {
+					x = y;
+					wx = WALL(i, j);
+				}
+			}
+			sum += x - hi * c->slice;
+			slope += wx + c->slice;
 		}
+		if (sum <= 0 || slope <= 0)
+			break;
+		double next = hi + sum / slope;
+		if (next <= hi * (1 + 1e-9))
+			break;
+		hi = next;
+	}
+	for (int cand = 0; cand < 2; cand++) {
+		double theta = cand ? hi : 0, u = theta * c->window;
+		/* Round robin: the whole turns of two steady tasks in the window differ in number by
+		 * at most one (between two turns of one, the other takes one), so they take N or N + 1
+		 * each, N <= turns, and a turn lasts a slice whatever its work: a steady task whose turn
+		 * gains x < 0 at this theta still pays it N times. The sum is linear in N: N = 0,
+		 * turns - 1 or turns. */
+		double sum_x = 0, sum_pos = 0;
+		for (uint32_t i = 0; i < c->n; i++) {
+			const gmx_limit_task_t *t = &c->t[i];
+			double left = t->weight - (lambda + theta) / t->streams;
+			u += left > 0 ? left * c->capped[i] : 0;
+			double x = g0[i];
+			for (int j = j0[i]; j < WG; j++)
+				x = mx(x, g[i][j] - theta * WALL(i, j));
+			if (t->steady) {
+				x -= theta * c->slice;
+				sum_x += x;
+				sum_pos += x > 0 ? x : 0;
+			} else {
+				u += c->turns * (x > 0 ? x : 0);
+			}
+		}
+		u += mx(sum_pos, mx((c->turns - 1) * sum_x + sum_pos, c->turns * sum_x));
+		if (u >= best)
+			continue; /* the edges only add */
+		/* The two turns the window's edges cut (one at each; a task that is not steady has
+		 * its cut turns among c->turns already): not a slice each, but at least their work
+		 * in the window. */
+		double edge = 0;
+		for (uint32_t i = 0; i < c->n; i++)
+			for (int j = 0; c->t[i].steady && j < WG; j++)
+				edge = mx(edge, g[i][j] - theta * step[i] * (j + off[i]));
+		u += 2 * edge;
 		best = u < best ? u : best;
 	}
-	return v + best + 2 * hmax;
+#undef WALL
+	return v + best;
 }
 
 static double reuse_dual_v(const void *c, double lambda, double mu)
@@ -646,12 +731,15 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 		if (t[i].window_cap >= 0 && t[i].weight > 0)
 			capped[n_capped++] = i;
 	for (uint32_t mask = 0; mask < (1u << n_capped); mask++) {
-		double w[64], fixed = 0, lhi = 0;
-		for (uint32_t i = 0; i < n; i++)
+		double w[64], cw[64], fixed = 0, lhi = 0;
+		for (uint32_t i = 0; i < n; i++) {
 			w[i] = t[i].weight;
+			cw[i] = 0;
+		}
 		for (uint32_t j = 0; j < n_capped; j++)
 			if (mask & (1u << j)) {
 				fixed += w[capped[j]] * t[capped[j]].window_cap;
+				cw[capped[j]] = t[capped[j]].window_cap;
 				w[capped[j]] = 0;
 			}
 		for (uint32_t i = 0; i < n; i++)
@@ -668,8 +756,8 @@ void gmx_limit_bound(const gmx_limit_task_t *t, uint32_t n, double slice_ns, dou
 		if (!n_steady || lhi <= 0)
 			continue;
 		if (tab) {
-			reuse_ctx_t c = {t,	    tab,	  w,   n, 0, floor(window_ns / (n_steady * slice_ns)) + 1,
-					 window_ns, capacity, link, inflight_all, fixed, slice_ns};
+			reuse_ctx_t c = {t,	    tab,      w,    cw,		  n, 0, floor(window_ns / (n_steady * slice_ns)) + 1,
+					 window_ns, capacity, link, inflight_all, slice_ns};
 			double rb = reuse_bound(&c, lhi);
 			if (rb < out->reuse_bound)
 				out->reuse_bound = rb;

@@ -459,6 +459,16 @@ static int run_ideal(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *e
 	for (uint32_t i = 0; i < n && !rc && any_steady; i++)
 		if (!lt[i].steady && same_prio && lt[i].burst < lt[i].turn_cap)
 			lt[i].turn_cap = lt[i].burst;
+	/* Round robin: between two turns of a task every steady task takes a turn of at least a
+	 * slice, so the turns of a task that is not steady start at least n_s S apart, and at most
+	 * floor(T / (n_s S)) + 1 of them (those cut by the window's edges included) complete work
+	 * in the window, a turn's cap each (F2d). */
+	for (uint32_t i = 0; i < n && !rc && any_steady && same_prio; i++)
+		if (!lt[i].steady && res->tasks[i].throughput_per_s > 0) {
+			double rr = (floor(T / ((double)n_steady * (double)cfg->sched.slice_ns)) + 1) * lt[i].turn_cap;
+			if (lt[i].window_cap < 0 || rr < lt[i].window_cap)
+				lt[i].window_cap = rr;
+		}
 	if (!rc) {
 		gmx_limit_result_t lr;
 		double link = cfg->device->link_in_gbps;

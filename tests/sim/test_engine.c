@@ -417,6 +417,24 @@ static void kernel_larger_than_the_device_is_refused_by_every_mode(void **state)
 	gmx_workload_free(&w);
 }
 
+/* Runs tasks t[0..n) under timeline at slice_ns, first with unlimited memory (r[0]), then
+ * the limit (r[1]), on capacity bytes for duration_ns after warmup_ns. Returns r (free it). */
+static gmx_sim_result_t *inmem_and_limit(gmx_sim_task_t *t, uint32_t n, uint64_t capacity, int64_t slice_ns,
+					 int64_t duration_ns, int64_t warmup_ns)
+{
+	gmx_sim_result_t *r = calloc(2, sizeof(*r));
+	assert_non_null(r);
+	char err[256];
+	for (int m = 0; m < 2; m++) {
+		gmx_sim_config_t c = base_config(t, n, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, capacity);
+		c.sched.slice_ns = slice_ns;
+		c.duration_ns = duration_ns;
+		c.warmup_ns = warmup_ns;
+		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
+	}
+	return r;
+}
+
 /* The switch constraint: two tasks whose units each touch 600 MiB share
  * 1000 MiB, so at each switch at most 400 MiB of the next task's pages can be
  * in (the previous turn's last kernel holds its 600 MiB): 200 MiB cross the
@@ -431,16 +449,7 @@ static void ideal_pays_the_loads_a_switch_forces(void **state)
 	tu_sweep(&a, "a", 600ull << 20, 1, 600ull << 20, 1000000, 5000);
 	tu_sweep(&b, "b", 600ull << 20, 1, 600ull << 20, 1000000, 5000);
 	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
-	gmx_sim_result_t *r = calloc(2, sizeof(*r));
-	assert_non_null(r);
-	char err[256];
-	for (int m = 0; m < 2; m++) {
-		gmx_sim_config_t c = base_config(t, 2, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, 1000ull << 20);
-		c.sched.slice_ns = 50000000;
-		c.duration_ns = 3000000000LL;
-		c.warmup_ns = 1000000000LL;
-		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
-	}
+	gmx_sim_result_t *r = inmem_and_limit(t, 2, 1000ull << 20, 50000000, 3000000000LL, 1000000000LL);
 	for (int i = 0; i < 2; i++) {
 		double share = r[1].tasks[i].throughput_per_s / r[0].tasks[i].throughput_per_s;
 		assert_true(share > 0.80);
@@ -463,15 +472,7 @@ static void ideal_counts_the_kernel_gaps_of_a_stream(void **state)
 	tu_sweep(&a, "a", 64ull << 20, 64, 1ull << 20, 20000, 3000);
 	tu_sweep(&b, "b", 64ull << 20, 64, 1ull << 20, 20000, 3000);
 	gmx_sim_task_t t[2] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}};
-	gmx_sim_result_t *r = calloc(2, sizeof(*r));
-	assert_non_null(r);
-	char err[256];
-	for (int m = 0; m < 2; m++) {
-		gmx_sim_config_t c = base_config(t, 2, "timeline", m ? GMX_MEM_IDEAL : GMX_MEM_INMEM, 1ull << 30);
-		c.sched.slice_ns = 50000000;
-		c.duration_ns = 2000000000LL;
-		assert_int_equal(gmx_sim_run(&c, &r[m], err, sizeof(err)), 0);
-	}
+	gmx_sim_result_t *r = inmem_and_limit(t, 2, 1ull << 30, 50000000, 2000000000LL, 0);
 	assert_true(r[1].limit_valid);
 	print_message("limit %.4f (rotation %.4f, reuse %.4f)\n", r[1].limit_bound, r[1].limit_rotation_bound,
 		      r[1].limit_reuse_bound);
@@ -480,6 +481,37 @@ static void ideal_counts_the_kernel_gaps_of_a_stream(void **state)
 	free(r);
 	gmx_workload_free(&a);
 	gmx_workload_free(&b);
+}
+
+/* A task whose host leaves the device (one 5 ms kernel, then 60 ms on its host) beside two steady
+ * tasks at 50 ms slices, memory ample: its host is ready at each of its turns, so under inmem it
+ * completes one unit per rotation (about 105 ms: two slices, its kernel, the turns' drains). The
+ * limit may grant it no more turns than round robin allows in the window, the cut ones included
+ * (floor(T / (n_s S)) + 1), and charges their GPU time to the device and their wall time to the
+ * window; it stays at or above inmem (inmem is a memory policy too; 1.041) and within what two
+ * more turns of the host-paced task (a rotation without drains: 105 ms, 20 in the window, and the
+ * window's phase) and the steady turns' edges give. Before, it gave the host-paced task two more
+ * turns at the window's edges, its work for free and let a steady task skip turns: 1.074. */
+static void ideal_counts_the_turns_of_a_host_paced_task(void **state)
+{
+	(void)state;
+	gmx_workload_t a, b, h;
+	tu_sweep(&a, "a", 64ull << 20, 16, 4ull << 20, 1000000, 5000);
+	tu_sweep(&b, "b", 64ull << 20, 16, 4ull << 20, 1000000, 5000);
+	tu_sweep(&h, "host", 64ull << 20, 1, 64ull << 20, 5000000, 60000000);
+	gmx_sim_task_t t[3] = {{.name = "a", .workload = &a}, {.name = "b", .workload = &b}, {.name = "host", .workload = &h}};
+	gmx_sim_result_t *r = inmem_and_limit(t, 3, 1ull << 30, 50000000, 2000000000LL, 500000000LL);
+	assert_true(r[1].limit_valid);
+	double host_units = r[0].tasks[2].throughput_per_s * 2.0;
+	print_message("limit %.4f (rotation %.4f, reuse %.4f); host %.1f units under inmem\n", r[1].limit_bound,
+		      r[1].limit_rotation_bound, r[1].limit_reuse_bound, host_units);
+	assert_true(host_units > 15 && host_units < 21);
+	assert_true(r[1].limit_bound >= 1.0);
+	assert_true(r[1].limit_bound < 1.05);
+	free(r);
+	gmx_workload_free(&a);
+	gmx_workload_free(&b);
+	gmx_workload_free(&h);
 }
 
 /* timeline with hold_task: the held task keeps its place in the rotation while
@@ -522,6 +554,7 @@ int main(void)
 	    cmocka_unit_test(ideal_lies_between_um_and_inmem_and_conserves_bytes),
 	    cmocka_unit_test(ideal_pays_the_loads_a_switch_forces),
 	    cmocka_unit_test(ideal_counts_the_kernel_gaps_of_a_stream),
+	    cmocka_unit_test(ideal_counts_the_turns_of_a_host_paced_task),
 	    cmocka_unit_test(timeline_holds_the_turn_of_the_held_task),
 	    cmocka_unit_test(exclusive_runs_each_task_alone),
 	    cmocka_unit_test(timeslice_shares_the_device_equally),
