@@ -584,6 +584,8 @@ static double reuse_dual(const reuse_ctx_t *c, double lambda, double mu)
 		h[i] = g0[i] = step[i] = 0;
 		j0[i] = WG;
 		off[i] = 0;
+		for (int j = 0; j < WG; j++)
+			g[i][j] = 0; /* a task without units gains nothing from any turn (the edges read it) */
 		if (t->unit_ns <= 0)
 			continue;
 		double q = tb->Q[c->k];
