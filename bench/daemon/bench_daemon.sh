@@ -13,7 +13,10 @@
 #      sustained rate, all launches over the whole run) on the bare
 #      stand-in and through the interposer's passthrough and queue policies and the daemon's,
 #      each as a ratio to a bare run of its own right next to it (before it in odd rounds, after
-#      it in even ones; median over RATE_REPS rounds, 9, or 5 with QUICK=1);
+#      it in even ones; median over RATE_REPS rounds, 9, or 5 with QUICK=1); beside them the bare
+#      client with one more thread that only sleeps (bare_threaded: what a process with threads,
+#      as every one through the interposer is, pays in the stand-in's own launch) and the daemon's
+#      rate over it;
 #   4. daemon CPU per kernel: the run time of gpumuxd's threads (/proc/PID/task/*/schedstat, ns)
 #      from the moment NC connected clients start to the moment all have seen their last kernel
 #      end (they stay connected until then: departures are not counted), while they launch
@@ -141,6 +144,7 @@ rate_run() {
     local args="--out $dir/c.out --kernels r:0 --sync-every 64 --quiet 1 --count 100000000 --for-ms $RATE_MS"
     case $mode in
     bare) LD_LIBRARY_PATH=$B/standin "$C" $args ;;
+    bare_threaded) LD_LIBRARY_PATH=$B/standin "$C" $args --idle-thread 1 ;;
     passthrough | queue) GPUMUX_SHIM_POLICY=$mode LD_LIBRARY_PATH=$B/shim "$C" $args ;;
     daemon)
         start_daemon "$dir"
@@ -158,8 +162,15 @@ rate_run() {
     sed -n 's/^rate launches=\([0-9]*\) ns=\([0-9]*\) batch_ns=\([0-9]*\)/\1 \2 \3/p' "$dir/c.out" |
         awk '{printf "%.0f %.0f\n", 64 / ($3 / 1e9), $1 / ($2 / 1e9)}'
 }
-declare -A rate ratio srate sratio
-RMODES="passthrough queue daemon"
+declare -A rate ratio srate sratio last
+# bare_threaded: the bare client with one more thread that only sleeps. A single-threaded process
+# takes glibc's mutexes with plain stores, one with a second thread with locked instructions, as
+# every process through the interposer (its connection thread and dispatcher) and on the real
+# driver does; the daemon's rate over it ("launch_rate_vs_bare_threaded", each round's daemon
+# ratio over its bare_threaded ratio, median over rounds) compares like with like, beside the
+# single-threaded reference the issue names.
+RMODES="bare_threaded passthrough queue daemon"
+declare -a dvt=()
 [ -n "${BASE:-}" ] && BASE=$(cd "$BASE" && pwd) RMODES+=" daemon_base"
 for r in $(seq "$RATE_REPS"); do
     # Each path is paired with a bare run of its own, right before it in odd rounds and right
@@ -177,7 +188,9 @@ for r in $(seq "$RATE_REPS"); do
         rate[bare]+="$xb " srate[bare]+="$yb "
         rate[$m]+="$xm " ratio[$m]+="$(calc "$xm / $xb") "
         srate[$m]+="$ym " sratio[$m]+="$(calc "$ym / $yb") "
+        last[$m]=$(calc "$xm / $xb")
     done
+    dvt+=("$(calc "${last[daemon]} / ${last[bare_threaded]}")")
 done
 fi
 
@@ -287,9 +300,10 @@ echo
 printf '%-30s %12s %9s %12s %9s   %s\n' "launch rate, one client" "launches/s" "vs bare" "sustained/s" "vs bare" "(medians of $RATE_REPS rounds; each ratio to the bare run beside it)"
 printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "bare stand-in" "$(mrow "${rate[bare]}")" 1 "$(mrow "${srate[bare]}")" 1
 for m in $RMODES; do
-    printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")$([ $m = daemon_base ] && echo " (BASE)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
+    printf '%-30s %12.0f %9.3f %12.0f %9.3f\n' "$m$([ $m = daemon ] && echo " ($POLICY)")$([ $m = daemon_base ] && echo " (BASE)")$([ $m = bare_threaded ] && echo " (+1 idle)")" "$(mrow "${rate[$m]}")" "$(mrow "${ratio[$m]}")" \
         "$(mrow "${srate[$m]}")" "$(mrow "${sratio[$m]}")"
 done
+printf '%-30s %12s %9.3f   %s\n' "daemon vs bare_threaded" "" "$(mrow "${dvt[*]}")" "(each round's daemon ratio over its bare_threaded ratio)"
 fi
 echo
 printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "daemon CPU" clients "kernels/s" "µs/kernel" "kernels" "cpu ms" "sleeps/k" "% core" "bare k/s" "clients µs/k" "client slp/k" "(clients: gpumux / bare)"
@@ -341,9 +355,10 @@ printf '"hp_alone_overhead_pct":{%s},"hp_alone_latency_us":{%s},"hp_alone_added_
     "${hp_json%,}" "${hp_abs%,}" "$(mrow "${add50[5]}")"
 printf '"launch_rate_per_s":{"bare":%.0f,"passthrough":%.0f,"queue":%.0f,"daemon":%.0f},' "$(mrow "${rate[bare]}")" \
     "$(mrow "${rate[passthrough]}")" "$(mrow "${rate[queue]}")" "$(mrow "${rate[daemon]}")"
-printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f%s},' "$(mrow "${ratio[passthrough]}")" \
-    "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")" \
+printf '"launch_rate_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f,"bare_threaded":%.3f%s},' "$(mrow "${ratio[passthrough]}")" \
+    "$(mrow "${ratio[queue]}")" "$(mrow "${ratio[daemon]}")" "$(mrow "${ratio[bare_threaded]}")" \
     "$([ -n "${BASE:-}" ] && printf ',"daemon_base":%.3f' "$(mrow "${ratio[daemon_base]}")")"
+printf '"launch_rate_vs_bare_threaded":{"daemon":%.3f},' "$(mrow "${dvt[*]}")"
 # The sustained rate: all launches over the run's whole time, stalls included.
 printf '"launch_rate_sustained_vs_bare":{"passthrough":%.3f,"queue":%.3f,"daemon":%.3f},' "$(mrow "${sratio[passthrough]}")" \
     "$(mrow "${sratio[queue]}")" "$(mrow "${sratio[daemon]}")"

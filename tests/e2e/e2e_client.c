@@ -42,6 +42,10 @@
  * --nice N runs the launches N nice levels lower (every thread of the process), from the first
  * launch to the last one's synchronisation, and goes back afterwards where the system lets it
  * (root): its setup and --verify's read-back are not starved by a loaded machine.
+ * --idle-thread 1 starts one thread that only sleeps, before anything else: a process with a
+ * second thread pays glibc's atomic mutexes (a single-threaded one takes them with plain stores),
+ * as every process through the interposer and on the real driver does; the launch-rate bench's
+ * like-for-like reference.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -49,6 +53,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +383,15 @@ static void cuda_setup(const char *module, int nk, char names[][32], CUfunction 
 	CU(cuStreamCreate(st, CU_STREAM_NON_BLOCKING));
 }
 
+/* --idle-thread: sleeps until the process exits. */
+static void *idle_thread(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 /* Sets every thread of the process to nice level n (Linux nice is per thread); failures are
  * ignored (going back to a lower level needs privilege). */
 static void renice_all(int n)
@@ -399,7 +413,7 @@ int main(int argc, char **argv)
 		   *fork_out = NULL, *resume_when = NULL, *linger_when = NULL, *until_file = NULL;
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
 	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0, verify = 0,
-	     nice_by = 0;
+	     nice_by = 0, idle = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -447,6 +461,8 @@ int main(int argc, char **argv)
 			nice_by = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--until"))
 			until_file = argv[i + 1];
+		else if (!strcmp(argv[i], "--idle-thread"))
+			idle = atol(argv[i + 1]);
 		else {
 			fprintf(stderr, "e2e_client: unknown option %s\n", argv[i]);
 			return 2;
@@ -454,6 +470,12 @@ int main(int argc, char **argv)
 	}
 	if (how)
 		return hostile(how, hold_ms);
+	pthread_t idler;
+	int err = idle ? pthread_create(&idler, NULL, idle_thread, NULL) : 0;
+	if (err) {
+		fprintf(stderr, "e2e_client: --idle-thread: %s\n", strerror(err));
+		return 1;
+	}
 	if ((pause_at >= 0) != (resume_when != NULL)) {
 		fprintf(stderr, "e2e_client: --pause-at and --resume-when go together\n");
 		return 2;
