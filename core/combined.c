@@ -24,6 +24,14 @@ int64_t gmx_comb_link_ns(uint64_t bytes, double link_gbps)
 	return (int64_t)ceil((double)bytes / link_gbps);
 }
 
+int gmx_comb_prefetch_ahead(uint64_t least_bytes, int64_t gpu_ns, double link_gbps)
+{
+	/* Loading early evicts chunks needed sooner than a load on time would and adds bytes;
+	 * only a link idle half the time gains more than that costs. */
+	int64_t link = gmx_comb_link_ns(least_bytes, link_gbps);
+	return link < INT64_MAX / 2 && 2 * link < gpu_ns;
+}
+
 int gmx_comb_admit(int64_t gap_ns, int64_t run_ns, int64_t load_ns, int64_t switch_ns)
 {
 	if (gap_ns == INT64_MAX)

@@ -29,8 +29,8 @@ void gmx_msched__prio_prefetch(gmx_msched_t *ms, uint32_t task, uint32_t ns, con
 	 * move at the least (their chunks beyond the room HP leaves) take less than half their GPU
 	 * time on the link. Loading early evicts chunks needed sooner than a load on time would and
 	 * adds bytes (a fifth more per request on testcase I's inference BE, whose least bytes take
-	 * 80% of its GPU time: 0.6% slower there); where the link has no such margin it only slows
-	 * the task. */
+	 * 69% of its GPU time: 0.6% slower there); where the link has no such margin it only slows
+	 * the task (gmx_comb_prefetch_ahead). */
 	int64_t due[GMX_MAX_TASKS + 1], latest = INT64_MAX;
 	uint64_t chunks = ms->first[1] - ms->first[0]; /* the distinct chunks of every window */
 	for (uint32_t s = ns; s-- > 1;) {
@@ -48,8 +48,8 @@ void gmx_msched__prio_prefetch(gmx_msched_t *ms, uint32_t task, uint32_t ns, con
 		due[s] = latest;
 	}
 	int64_t lead = at + hp->start_ns[1];
-	int spare = 2 * gmx_comb_link_ns((chunks > hp->room ? chunks - hp->room : 0) * GMX_CHUNK_SIZE, ms->dev->link_in_gbps) <
-		    hp->start_ns[ns];
+	int spare = gmx_comb_prefetch_ahead((chunks > hp->room ? chunks - hp->room : 0) * GMX_CHUNK_SIZE,
+					    hp->start_ns[ns], ms->dev->link_in_gbps);
 	for (uint32_t s = 1; s < ns; s++) {
 		if (s >= hp->lo && s < hp->hi)
 			continue;
@@ -69,7 +69,12 @@ void gmx_msched__prio_prefetch(gmx_msched_t *ms, uint32_t task, uint32_t ns, con
 					return;
 			}
 			m->chunks[c].stamp = ms->stamp; /* not a victim of the prefetch that follows */
-			if (gmx_msched__migrate(ms, c, ms->mask[c], at, 0, &ms->st.prefetch_in_bytes))
+			uint64_t before = ms->st.prefetch_in_bytes;
+			int64_t rc =
+			    gmx_msched__migrate(ms, c, ms->mask[c], at, 0, &ms->st.prefetch_in_bytes);
+			if (s > 1)
+				ms->st.ahead_in_bytes += ms->st.prefetch_in_bytes - before;
+			if (rc)
 				return;
 		}
 	}

@@ -120,6 +120,8 @@ typedef struct gmx_sim_msched_stats {
 	uint64_t planned_in_bytes;  /* loaded at switches */
 	uint64_t topup_in_bytes;    /* loaded just before a kernel (beyond its slice's plan) */
 	uint64_t prefetch_in_bytes; /* loaded for the slice after next, during the coming turn */
+	uint64_t ahead_in_bytes;    /* of those, for an LP window beyond the next (--mem gpumux, the
+				     * combined policy's rule 6); not in the JSON report */
 	uint64_t predicted_missing; /* predicted pages absent when a kernel started (fallback) */
 	int slice_auto;		    /* slices picked by the rule */
 	double slice_mean_ms, slice_min_ms, slice_max_ms; /* of the slices given out */

@@ -38,6 +38,11 @@ int gmx_comb_admit(int64_t gap_ns, int64_t run_ns, int64_t load_ns, int64_t swit
 /* Nanoseconds to move `bytes` at link_gbps (GB/s, 10^9 bytes per second), rounded up. */
 int64_t gmx_comb_link_ns(uint64_t bytes, double link_gbps);
 
+/* Whether an LP task's windows after the next one may be prefetched early (rule 6): only when
+ * the link has time to spare, i.e. moves least_bytes (what the windows must move at the least:
+ * their chunks beyond the room HP leaves) in less than half of gpu_ns (their GPU time). */
+int gmx_comb_prefetch_ahead(uint64_t least_bytes, int64_t gpu_ns, double link_gbps);
+
 /* The piece size for a wait bound: the largest whole number of 2 MiB chunks
  * that crosses the link within max_wait_ns (at least one chunk). */
 uint64_t gmx_comb_piece_bytes(double link_gbps, int64_t max_wait_ns);

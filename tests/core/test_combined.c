@@ -27,6 +27,25 @@ static void hp_pages_not_evicted_for_lp(void **state)
 	assert_true(gmx_comb_evict_key(5, 5, 7) < gmx_comb_evict_key(5, 5, 3));
 }
 
+/* Rule 6's gate: LP windows beyond the next are prefetched only while the link moves their least
+ * bytes in less than half their GPU time. At 1 GB/s a byte takes a nanosecond. */
+static void prefetch_ahead_only_with_half_the_link_spare(void **state)
+{
+	(void)state;
+	assert_true(gmx_comb_prefetch_ahead(499, 1000, 1.0));
+	assert_false(gmx_comb_prefetch_ahead(500, 1000, 1.0)); /* exactly half: no time to spare */
+	assert_false(gmx_comb_prefetch_ahead(750, 1000, 1.0)); /* the link keeps up, with no margin */
+	assert_false(gmx_comb_prefetch_ahead(2000, 1000, 1.0));
+	assert_true(gmx_comb_prefetch_ahead(0, 1, 1.0)); /* the windows fit: nothing must move */
+	assert_false(gmx_comb_prefetch_ahead(0, 0, 1.0));
+	assert_false(gmx_comb_prefetch_ahead(1, INT64_MAX, 0.0)); /* no link */
+	/* The MSched paper's testcases on an RTX 5080 (31.75 GB/s in): T's training, 25% of its
+	 * GPU time on the link, prefetches ahead; I's inference, 69%, does not. */
+	int64_t gpu = 100000000; /* 100 ms */
+	assert_true(gmx_comb_prefetch_ahead((uint64_t)(0.25 * 31.75 * (double)gpu), gpu, 31.75));
+	assert_false(gmx_comb_prefetch_ahead((uint64_t)(0.69 * 31.75 * (double)gpu), gpu, 31.75));
+}
+
 static void lp_admitted_only_if_pages_fit_the_gap(void **state)
 {
 	(void)state;
@@ -616,6 +635,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(hp_pages_not_evicted_for_lp),
 	    cmocka_unit_test(lp_admitted_only_if_pages_fit_the_gap),
+	    cmocka_unit_test(prefetch_ahead_only_with_half_the_link_spare),
 	    cmocka_unit_test(hp_migration_waits_at_most_one_piece),
 	    cmocka_unit_test(lp_slice_from_targets),
 	    cmocka_unit_test(hp_arrival_preempts_lp_at_once),
