@@ -118,6 +118,7 @@ void gmx_sim__subtract_warmup(gmx_sim_result_t *r, const gmx_sim_result_t *w)
 	r->msched.switches -= w->msched.switches;
 	r->msched.planned_in_bytes -= w->msched.planned_in_bytes;
 	r->msched.topup_in_bytes -= w->msched.topup_in_bytes;
+	r->msched.prefetch_in_bytes -= w->msched.prefetch_in_bytes;
 	r->msched.ahead_in_bytes -= w->msched.ahead_in_bytes;
 	r->msched.predicted_missing -= w->msched.predicted_missing;
 }

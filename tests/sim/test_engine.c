@@ -77,6 +77,14 @@ static void warmup_reports_the_window_after_it(void **state)
 		assert_int_equal(w->faults, r[1].faults - r[0].faults);
 		assert_int_equal(w->kernels, r[1].kernels - r[0].kernels);
 		assert_int_equal(w->msched.switches, r[1].msched.switches - r[0].msched.switches);
+		assert_int_equal(w->msched.planned_in_bytes,
+				 r[1].msched.planned_in_bytes - r[0].msched.planned_in_bytes);
+		assert_int_equal(w->msched.topup_in_bytes,
+				 r[1].msched.topup_in_bytes - r[0].msched.topup_in_bytes);
+		assert_int_equal(w->msched.prefetch_in_bytes,
+				 r[1].msched.prefetch_in_bytes - r[0].msched.prefetch_in_bytes);
+		if (modes[m] == GMX_MEM_MSCHED)
+			assert_true(w->msched.prefetch_in_bytes > 0); /* so the line above can fail */
 		for (int i = 0; i < 2; i++) {
 			assert_true(w->tasks[i].units > 0);
 			assert_int_equal(w->tasks[i].units, r[1].tasks[i].units - r[0].tasks[i].units);
