@@ -118,6 +118,7 @@ typedef struct gmx_sim_msched_stats {
 	uint64_t launches[4];	    /* kernel launches per unit by template kind: other, T1, T2, T3 */
 	uint64_t switches;	    /* planned context switches */
 	uint64_t planned_in_bytes;  /* loaded at switches */
+	uint64_t forgone_turns;	    /* turns whose pages waited behind the next turns' (msched) */
 	uint64_t topup_in_bytes;    /* loaded just before a kernel (beyond its slice's plan) */
 	uint64_t prefetch_in_bytes; /* loaded for the slice after next, during the coming turn */
 	uint64_t predicted_missing; /* predicted pages absent when a kernel started (fallback) */
