@@ -480,6 +480,11 @@ void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
 	ms->rule = on;
 }
 
+void gmx_msched_forgo_turns(gmx_msched_t *ms, int on)
+{
+	ms->forgo_on = on;
+}
+
 /* Seconds to move in the pages task t's coming slice (of ms->slice_ns) needs
  * and does not have: the switch's migration, pipelined (loads and evictions
  * at once, each direction at its rate). */

@@ -659,7 +659,7 @@ int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int6
 		ms->cur = (int)task;
 		ms->st.switches++;
 		at = now + 20000LL * (int64_t)ms->n_order; /* the madvise round, as msched.c */
-		ms->forgo = !ms->forgo_last && !b->forgone && forgo_turn(ms, task, at);
+		ms->forgo = ms->forgo_on && !ms->forgo_last && !b->forgone && forgo_turn(ms, task, at);
 		ms->forgo_last = ms->forgo;
 		b->forgone = ms->forgo;
 		if (ms->forgo)

@@ -104,6 +104,7 @@ struct gmx_msched {
 	uint32_t order[GMX_MAX_TASKS], n_order; /* the timeline: order[0] runs now */
 	uint32_t slot_of[GMX_MAX_TASKS];        /* each task's place in it, UINT32_MAX none */
 	int64_t turn_end;      /* when the running turn is predicted to end */
+	int forgo_on;          /* turns the link cannot feed may be forgone (gmx_msched_forgo_turns) */
 	int forgo;             /* the running turn is forgone: the link serves the next turn first */
 	int forgo_last;        /* the turn before the running one was forgone */
 	bcursor_t cur_at;      /* the prefetch stream */

@@ -86,6 +86,7 @@ typedef struct gmx_sim_config {
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 	int mem_slice_auto; /* msched modes: pick each switch's slice by the rule (sim/msched.h); sched.slice_ns
 			       is then the longest slice */
+	int mem_forgo_turns; /* msched: forgo the turns the link cannot feed (gmx_msched_forgo_turns) */
 	/* When not NULL, called now and then with the share of the run's simulated time done
 	 * (0 to 1), so that a front end can show progress; it must not touch the run. */
 	void (*progress)(void *ctx, double done);

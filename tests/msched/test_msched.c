@@ -293,8 +293,9 @@ static void test_timeline_order(void **state)
 /* ---- the memory mode ---------------------------------------------------------- */
 
 /* Runs n tasks (at most 4) under the timeline scheduler at slice_ns for duration_ns. */
-static void run_sim_at(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, int64_t slice_ns,
-		       int64_t duration_ns, gmx_sim_result_t *res)
+/* As run_sim_at, with msched forgoing the turns the link cannot feed when forgo is set. */
+static void run_sim_forgo(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, int64_t slice_ns,
+			  int64_t duration_ns, int forgo, gmx_sim_result_t *res)
 {
 	gmx_sim_task_t tasks[4];
 	char names[4][16];
@@ -307,9 +308,16 @@ static void run_sim_at(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode
 	p.slice_ns = slice_ns;
 	gmx_sim_config_t cfg = {.device = gmx_preset_find("rtx5080"), .capacity_bytes = cap, .mem = mem,
 				.policy = gmx_sched_find("timeline"), .sched = p, .duration_ns = duration_ns,
-				.seed = 1, .tasks = tasks, .n_tasks = n};
+				.seed = 1, .tasks = tasks, .n_tasks = n, .mem_forgo_turns = forgo};
 	char err[256];
 	assert_int_equal(gmx_sim_run(&cfg, res, err, sizeof(err)), 0);
+}
+
+/* Runs the n workloads w under the timeline at slice_ns on cap bytes in memory mode mem. */
+static void run_sim_at(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, int64_t slice_ns,
+		       int64_t duration_ns, gmx_sim_result_t *res)
+{
+	run_sim_forgo(w, n, cap, mem, slice_ns, duration_ns, 0, res);
 }
 
 static void run_sim(gmx_workload_t *w, uint32_t n, uint64_t cap, gmx_mem_mode_t mem, gmx_sim_result_t *res)
@@ -405,7 +413,8 @@ static void test_msched_belady_streams_coming_turns(void **state)
  * pages hold the link, the next task finds a fraction of its pages in and waits most of its
  * turn, and so on: 15.1% of inmem, the worst task 6.7%. Forgoing a turn whose compute the
  * link would not buy (its pages wait behind the next turn's) lets the turns after it run
- * whole: 45.3%, the worst task 42.2%, 17 of 86 turns forgone. */
+ * whole: 45.3%, the worst task 42.2%, 17 of 86 turns forgone. Only when asked for
+ * (mem_forgo_turns): by default every turn is served. */
 static void test_msched_belady_forgoes_a_turn_the_link_cannot_feed(void **state)
 {
 	(void)state;
@@ -415,6 +424,8 @@ static void test_msched_belady_forgoes_a_turn_the_link_cannot_feed(void **state)
 	gmx_sim_result_t *in = calloc(1, sizeof(*in)), *ms = calloc(1, sizeof(*ms));
 	run_sim_at(w, 4, 2ull << 30, GMX_MEM_INMEM, 20000000, 2000000000, in);
 	run_sim_at(w, 4, 2ull << 30, GMX_MEM_MSCHED, 20000000, 2000000000, ms);
+	assert_int_equal(ms->msched.forgone_turns, 0); /* the default serves every turn */
+	run_sim_forgo(w, 4, 2ull << 30, GMX_MEM_MSCHED, 20000000, 2000000000, 1, ms);
 	double share = 0, worst = 1;
 	for (int i = 0; i < 4; i++) {
 		double s = ms->tasks[i].throughput_per_s / in->tasks[i].throughput_per_s;
