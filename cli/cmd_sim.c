@@ -46,6 +46,9 @@ static void usage(FILE *out)
 		"                   mem_slice_ms; without one, msched picks each turn's slice by its\n"
 		"                   rule: migration <= 10%% of the turn, within the tasks'\n"
 		"                   latency_target_ms); ideal keeps the scenario's schedule\n"
+		"  --mem-forgo-turns  msched: forgo a turn the link cannot feed, its pages behind\n"
+		"                   the next turn's (more work done, the worst task may get less;\n"
+		"                   default: the scenario's mem_forgo_turns, else every turn served)\n"
 		"  --profile FILE   kernel profiles for fikit (gpumux profile record); default:\n"
 		"                   measure each task alone first\n"
 		"  --compare        inmem and um at the native slice; inmem, um, ideal and msched at\n"
@@ -316,6 +319,7 @@ int gmx_cmd_sim(int argc, char **argv)
 		{"seed", required_argument, 0, 'S'},  {"only", required_argument, 0, 'o'},
 		{"duration", required_argument, 0, 'd'}, {"warmup", required_argument, 0, 'w'},
 		{"slice-ms", required_argument, 0, 'l'}, {"mem-slice-ms", required_argument, 0, 'L'},
+		{"mem-forgo-turns", no_argument, 0, 'g'},
 		{"json", no_argument, 0, 'j'},        {"compare", no_argument, 0, 'c'},
 		{"profile", required_argument, 0, 'p'},
 		{"timeline", required_argument, 0, 'T'}, {"timeline-ms", required_argument, 0, 'M'},
@@ -326,7 +330,7 @@ int gmx_cmd_sim(int argc, char **argv)
 	double duration = -1, warmup = -1, slice = -1, mem_slice = -1;
 	uint64_t seed = 0;
 	int have_seed = 0;
-	int json = 0, cmp = 0, c;
+	int json = 0, cmp = 0, forgo = 0, c;
 	tl_opts_t tlo = {NULL, -1, 100};
 	optind = 1;
 	opterr = 0;
@@ -385,6 +389,7 @@ int gmx_cmd_sim(int argc, char **argv)
 			if (parse_num("--mem-slice-ms", optarg, GMX_SLICE_MS_MIN, GMX_SLICE_MS_MAX, &mem_slice))
 				return 2;
 			break;
+		case 'g': forgo = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "gpumux sim: unknown or incomplete option '%s' (try gpumux sim --help)\n",
@@ -420,6 +425,8 @@ int gmx_cmd_sim(int argc, char **argv)
 		sc.params.slice_ns = (int64_t)llround(slice * 1e6);
 	if (mem_slice > 0)
 		sc.mem_slice_ns = (int64_t)llround(mem_slice * 1e6);
+	if (forgo)
+		sc.mem_forgo_turns = 1;
 	uint32_t all = sc.n_tasks;
 	if (only) {
 		uint32_t k = 0;

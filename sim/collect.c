@@ -116,6 +116,7 @@ void gmx_sim__subtract_warmup(gmx_sim_result_t *r, const gmx_sim_result_t *w)
 	r->kernels -= w->kernels;
 	r->events -= w->events;
 	r->msched.switches -= w->msched.switches;
+	r->msched.forgone_turns -= w->msched.forgone_turns;
 	r->msched.planned_in_bytes -= w->msched.planned_in_bytes;
 	r->msched.topup_in_bytes -= w->msched.topup_in_bytes;
 	r->msched.prefetch_in_bytes -= w->msched.prefetch_in_bytes;

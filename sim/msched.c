@@ -480,6 +480,11 @@ void gmx_msched_slice_rule(gmx_msched_t *ms, int on)
 	ms->rule = on;
 }
 
+void gmx_msched_forgo_turns(gmx_msched_t *ms, int on)
+{
+	ms->forgo_on = on;
+}
+
 /* Seconds to move in the pages task t's coming slice (of ms->slice_ns) needs
  * and does not have: the switch's migration, pipelined (loads and evictions
  * at once, each direction at its rate). */
@@ -622,25 +627,43 @@ int64_t gmx_msched__inflight_wait(const gmx_msched_t *ms, uint32_t task, uint32_
 	return start;
 }
 
-int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
+uint64_t gmx_msched__op_missing(gmx_msched_t *ms, uint32_t t, uint32_t op, int once)
 {
-	if (task >= ms->n)
-		return 0;
-	const ptask_t *p = &ms->t[task];
+	const ptask_t *p = &ms->t[t];
 	uint64_t pages = 0;
 	for (uint32_t r = p->op_first[op]; r < p->op_first[op] + p->op_n[op]; r++) {
 		uint64_t pg = p->rp[r], end = pg + p->rn[r];
 		while (pg < end) {
 			uint64_t mk[8], stop;
 			uint32_t c = gmx_msched__chunk_part(pg, end, mk, &stop);
-			pages += gmx_msched__missing_pages(&ms->m->chunks[c], mk);
+			if (!once) {
+				pages += gmx_msched__missing_pages(&ms->m->chunks[c], mk);
+			} else {
+				if (ms->seen[c] != ms->gen) {
+					ms->seen[c] = ms->gen;
+					memset(ms->mask[c], 0, sizeof(ms->mask[c]));
+				}
+				for (int i = 0; i < 8; i++) {
+					pages += (uint64_t)__builtin_popcountll(mk[i] & ~ms->mask[c][i] &
+										~ms->m->chunks[c].bits[i]);
+					ms->mask[c][i] |= mk[i];
+				}
+			}
 			pg = stop;
 		}
 	}
+	return pages;
+}
+
+int64_t gmx_msched_load_ns(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
+{
+	if (task >= ms->n)
+		return 0;
+	uint64_t pages = gmx_msched__op_missing(ms, task, op, 0);
 	if (!pages)
 		return 0;
 	int64_t free_at = ms->h2d_free > now ? ms->h2d_free : now;
-	if (gmx_msched__is_hp(ms, p->priority) && free_at > now + ms->piece_ns)
+	if (gmx_msched__is_hp(ms, ms->t[task].priority) && free_at > now + ms->piece_ns)
 		free_at = now + ms->piece_ns;
 	return free_at - now + gmx_comb_link_ns(pages * GMX_PAGE_SIZE, ms->dev->link_in_gbps);
 }

@@ -74,6 +74,10 @@ int gmx_msched_op_end(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now)
  * the slice_ns given at creation. */
 void gmx_msched_slice_rule(gmx_msched_t *ms, int on);
 
+/* With on, the continuous planner forgoes a turn the link cannot feed (its pages wait behind the
+ * next turn's, docs/msched.md); off (the default), every turn is served. */
+void gmx_msched_forgo_turns(gmx_msched_t *ms, int on);
+
 /* The slice task `task` gets at the switch starting now, in ns: by the rule
  * when it is on, else the fixed slice. Also the horizon its switch plans. */
 int64_t gmx_msched_slice(gmx_msched_t *ms, uint32_t task);

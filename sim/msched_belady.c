@@ -138,7 +138,7 @@ static int64_t wall(const gmx_msched_t *ms, uint32_t t, int64_t key, int64_t now
 		d = 0;
 	int64_t S = ms->slice_ns > 0 ? ms->slice_ns : 1, others = (int64_t)(ms->n_order - 1) * S, base;
 	if (ms->slot_of[t] == 0) {
-		int64_t rem = turn_rest(ms, now);
+		int64_t rem = ms->forgo ? 0 : turn_rest(ms, now);
 		if (d < rem)
 			return now + d;
 		d -= rem;
@@ -420,6 +420,7 @@ int gmx_msched__belady_switch(gmx_msched_t *ms, uint32_t task, int64_t now)
 		ms->slot_of[ms->order[s]] = s;
 	ms->turn_end = now + ms->slice_ns;
 	ms->cur_at = (bcursor_t){0};
+	ms->forgo = 0;
 	/* The eviction list (what the fault path evicts from, and what MSched's
 	 * madvise calls order): furthest predicted use first. */
 	uint32_t nr = 0;
@@ -455,6 +456,10 @@ static int stream_next(gmx_msched_t *ms, int64_t now, uint32_t *c, uint64_t mk[8
 {
 	bcursor_t *q = &ms->cur_at;
 	for (;;) {
+		if (q->slot == 0 && ms->forgo) {
+			q->slot = 1;
+			q->valid = 0;
+		}
 		if (q->slot >= ms->n_order)
 			return 0;
 		uint32_t task = ms->order[q->slot];
@@ -567,6 +572,73 @@ static int rekey_after(gmx_msched_t *ms, uint32_t t, uint64_t unit, uint32_t op)
 	return 0;
 }
 
+/* ---- forgoing a turn ------------------------------------------------------------ */
+
+/* Predicted compute of task t's coming turn of length S (ns from its start):
+ * its predicted pages not resident (each counted once) arrive in access order
+ * on the link from `from` (ns after the turn starts; negative: before it), and
+ * each op starts once its pages are in and the op before it is done. Beyond one
+ * unit nothing more is missing (units repeat). *link_end gets when the link
+ * is done with the pages of the ops the turn reaches. */
+static int64_t turn_work(gmx_msched_t *ms, uint32_t t, int64_t from, int64_t S, int64_t *link_end)
+{
+	const ptask_t *p = &ms->t[t];
+	const bindex_t *b = &ms->b[t];
+	const gmx_memspace_t *m = ms->m;
+	if (++ms->gen == 0) {
+		memset(ms->seen, 0, ((size_t)m->n_chunks + 1) * sizeof(uint32_t));
+		ms->gen = 1;
+	}
+	double ns_per_byte = 1.0 / ms->dev->link_in_gbps;
+	int64_t dev = 0, work = 0, lk = from;
+	uint32_t op = b->started ? b->op : p->next_op;
+	*link_end = from;
+	for (uint32_t s = 0;; s++, op = (op + 1) % p->w->n_ops) {
+		if (s == p->w->n_ops) { /* a whole unit walked: compute alone from here */
+			work += S - dev;
+			break;
+		}
+		uint64_t pages = gmx_msched__op_missing(ms, t, op, 1);
+		lk += (int64_t)((double)(pages << GMX_PAGE_SHIFT) * ns_per_byte);
+		int64_t start = lk > dev ? lk : dev;
+		if (start >= S)
+			break;
+		*link_end = lk;
+		dev = start + p->op_ns[op];
+		if (dev >= S) {
+			work += S - start;
+			break;
+		}
+		work += p->op_ns[op];
+	}
+	return work;
+}
+
+/* Whether the turn task starts at `at` is forgone: its pages wait behind the
+ * next turn's. The running task holds its own pages through its turn, so the
+ * link can feed only the next turn's room, and which of the two it serves
+ * decides what both compute: served, this turn computes as its pages arrive
+ * and the next turn gets the link after them; forgone, the next turn gets the
+ * link for this whole turn. The turn is forgone when the next turn is
+ * predicted to gain more from that than this turn is predicted to compute.
+ * The caller serves a task forgone at its last turn, so that none starves,
+ * and the turn a forgone one fed. */
+static int forgo_turn(gmx_msched_t *ms, uint32_t task, int64_t at)
+{
+	if (ms->n_order < 2 || ms->slice_ns <= 0)
+		return 0;
+	int64_t S = ms->slice_ns;
+	int64_t backlog = ms->h2d_free > at ? ms->h2d_free - at : 0;
+	int64_t own_link, next_link;
+	int64_t own = turn_work(ms, task, backlog, S, &own_link);
+	if (own >= S - backlog)
+		return 0; /* the link does not hold it up */
+	uint32_t nx = ms->order[1];
+	int64_t served = turn_work(ms, nx, (own_link < S ? own_link : S) - S, S, &next_link);
+	int64_t forgone = turn_work(ms, nx, backlog - S, S, &next_link);
+	return forgone - served > own;
+}
+
 int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int64_t now, int64_t *ready)
 {
 	gmx_memspace_t *m = ms->m;
@@ -587,6 +659,17 @@ int gmx_msched__belady_kernel(gmx_msched_t *ms, uint32_t task, uint32_t op, int6
 		ms->cur = (int)task;
 		ms->st.switches++;
 		at = now + 20000LL * (int64_t)ms->n_order; /* the madvise round, as msched.c */
+		ms->forgo = ms->forgo_on && !ms->forgo_last && !b->forgone && forgo_turn(ms, task, at);
+		ms->forgo_last = ms->forgo;
+		b->forgone = ms->forgo;
+		if (ms->forgo)
+			ms->st.forgone_turns++;
+	}
+	if (ms->forgo) {
+		/* The coming turns' pages first, through this turn; the op's own behind them. */
+		int rc = stream(ms, now, at, ms->turn_end);
+		if (rc)
+			return rc;
 	}
 	ms->stamp = MSCHED_STAMP_BIT | (ms->stamp + 1);
 	/* The op's own pages: held, then loaded when missing. */

@@ -50,6 +50,7 @@ typedef struct bindex {
 	uint64_t unit;       /* units started */
 	uint32_t op;         /* op it runs (or ran last) */
 	int started;         /* it has run an op */
+	int forgone;         /* its last turn was forgone (the link served the next turn first) */
 } bindex_t;
 
 /* Where the prefetch stream stands on the predicted timeline. */
@@ -103,6 +104,9 @@ struct gmx_msched {
 	uint32_t order[GMX_MAX_TASKS], n_order; /* the timeline: order[0] runs now */
 	uint32_t slot_of[GMX_MAX_TASKS];        /* each task's place in it, UINT32_MAX none */
 	int64_t turn_end;      /* when the running turn is predicted to end */
+	int forgo_on;          /* turns the link cannot feed may be forgone (gmx_msched_forgo_turns) */
+	int forgo;             /* the running turn is forgone: the link serves the next turn first */
+	int forgo_last;        /* the turn before the running one was forgone */
 	bcursor_t cur_at;      /* the prefetch stream */
 	gmx_sim_msched_stats_t st;
 };
@@ -149,6 +153,10 @@ void gmx_msched__prio_prefetch(gmx_msched_t *ms, uint32_t task, uint32_t ns, con
 /* PRIO, LP (msched_prio.c): refreshes LP task `task`'s plan within its turn at `now` (its next
  * windows, HP's slices, its following windows round the unit) and applies it. 0 or -ENOMEM. */
 int gmx_msched__prio_refresh(gmx_msched_t *ms, uint32_t task, int64_t now);
+
+/* Pages of op `op` of task t's predicted ranges that are not resident; with `once`, not those
+ * an earlier call since ms->gen was last advanced counted (ms->seen, ms->mask). */
+uint64_t gmx_msched__op_missing(gmx_msched_t *ms, uint32_t t, uint32_t op, int once);
 
 /* Bits lo..hi-1 of a chunk's 512-page mask. */
 void gmx_msched__set_bits(uint64_t mask[8], uint32_t lo, uint32_t hi);

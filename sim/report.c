@@ -89,6 +89,7 @@ json_t *gmx_report_object(const gmx_run_info_t *info, const gmx_sim_result_t *r)
 		json_object_set_new(p, "launches_per_unit", k);
 		json_object_set_new(root, "prediction", p);
 		json_object_set_new(ms, "switches", json_integer((json_int_t)m->switches));
+		json_object_set_new(ms, "forgone_turns", json_integer((json_int_t)m->forgone_turns));
 		json_object_set_new(ms, "planned_in_bytes", json_integer((json_int_t)m->planned_in_bytes));
 		json_object_set_new(ms, "topup_in_bytes", json_integer((json_int_t)m->topup_in_bytes));
 		json_object_set_new(ms, "prefetch_in_bytes", json_integer((json_int_t)m->prefetch_in_bytes));

@@ -208,8 +208,10 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 			rc = gmx_msched_create(&s.mem, s.dev, cfg->tasks, s.n,
 					       (gmx_msched_variant_t)(cfg->mem - GMX_MEM_MSCHED),
 					       cfg->sched.slice_ns, cfg->templates, &s.ms);
-		if (!rc && s.ms)
+		if (!rc && s.ms) {
 			gmx_msched_slice_rule(s.ms, cfg->mem_slice_auto);
+			gmx_msched_forgo_turns(s.ms, cfg->mem_forgo_turns);
+		}
 		if (!rc && cfg->mem == GMX_MEM_IDEAL)
 			rc = gmx_ideal_create(&s.mem, ws, s.n, cfg->capacity_bytes, &s.ideal);
 	}

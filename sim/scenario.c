@@ -132,6 +132,12 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 			return bad(st, what, value, "");
 		return 1;
 	}
+	if (!strcmp(name, "mem_forgo_turns")) {
+		if (strcmp(value, "0") && strcmp(value, "1"))
+			return bad(st, "mem_forgo_turns '%s' is not 0 or 1%s", value, "");
+		sc->mem_forgo_turns = value[0] == '1';
+		return 1;
+	}
 	if (!strcmp(name, "inflight")) {
 		if (gmx_parse_uint(value, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX, &u)) {
 			char what[96];
@@ -166,7 +172,7 @@ static int scenario_key(parse_state_t *st, const char *name, const char *value)
 	if (!strcmp(name, "description"))
 		return 1;
 	return bad(st, "unknown key '%s' in [scenario] (expected name, description, device, sched, mem, slice_ms, "
-		       "mem_slice_ms, inflight, duration_s, warmup_s, seed, capacity_gb)%s",
+		       "mem_slice_ms, mem_forgo_turns, inflight, duration_s, warmup_s, seed, capacity_gb)%s",
 		   name, "");
 }
 
@@ -712,6 +718,7 @@ int gmx_scenario_run(const gmx_scenario_t *sc, const char *sched, const char *me
 	 * with --sched timeline --slice-ms for the limit at msched's slice). */
 	if (mode >= GMX_MEM_MSCHED) {
 		cfg.mem_slice_auto = sc->mem_slice_ns <= 0;
+		cfg.mem_forgo_turns = sc->mem_forgo_turns;
 		cfg.sched.slice_ns = cfg.mem_slice_auto ? GMX_MSCHED_SLICE_NS_MAX : sc->mem_slice_ns;
 		/* ... under the scheduler whose timeline the planner knows. */
 		if (!strcmp(ops->name, "timeslice"))

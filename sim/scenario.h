@@ -16,6 +16,7 @@ typedef struct gmx_scenario {
 	uint64_t capacity_bytes;
 	gmx_sched_params_t params;
 	int64_t mem_slice_ns;  /* slice of the memory-scheduled modes (msched*, ideal) */
+	int mem_forgo_turns;   /* msched: forgo the turns the link cannot feed (0: serve every turn) */
 	const struct gmx_tpl_set *templates; /* msched working-set profile, NULL: learn (not owned) */
 	int64_t duration_ns;   /* measured */
 	int64_t warmup_ns;     /* run before the measured window, 0 by default */

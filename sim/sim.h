@@ -86,6 +86,7 @@ typedef struct gmx_sim_config {
 	const struct gmx_tpl_set *templates; /* msched: working-set profile; NULL learns from the workloads */
 	int mem_slice_auto; /* msched modes: pick each switch's slice by the rule (sim/msched.h); sched.slice_ns
 			       is then the longest slice */
+	int mem_forgo_turns; /* msched: forgo the turns the link cannot feed (gmx_msched_forgo_turns) */
 	/* When not NULL, called now and then with the share of the run's simulated time done
 	 * (0 to 1), so that a front end can show progress; it must not touch the run. */
 	void (*progress)(void *ctx, double done);
@@ -118,6 +119,7 @@ typedef struct gmx_sim_msched_stats {
 	uint64_t launches[4];	    /* kernel launches per unit by template kind: other, T1, T2, T3 */
 	uint64_t switches;	    /* planned context switches */
 	uint64_t planned_in_bytes;  /* loaded at switches */
+	uint64_t forgone_turns;	    /* turns whose pages waited behind the next turns' (msched) */
 	uint64_t topup_in_bytes;    /* loaded just before a kernel (beyond its slice's plan) */
 	uint64_t prefetch_in_bytes; /* loaded for the slice after next, during the coming turn */
 	uint64_t ahead_in_bytes;    /* of those, for an LP window beyond the next (--mem gpumux, the
