@@ -24,7 +24,8 @@
 #    under timeslice, which fails it (p99 75 ms); so it did with the protection of HP's memory
 #    turned off (15-24 ms with 20 ms slices; at load average 21 once only by the check that
 #    HP's memory is never evicted) and with grants always queued behind evictions (26 ms).
-#    Timing-free beside it: at most 2 LP kernels start while one HP request waits (one granted
+#    Beside it, a count that a slow machine moves far less: at most 2 LP kernels start while
+#    one HP request waits (one granted
 #    to each LP client, 1 in flight each, before HP came; 0 measured; timeslice: 122). Both LP
 #    clients run kernels while HP runs, complete in launch order and read their pattern
 #    back intact; no kernel of any client ran slowed by a fault; the stand-in never found its
@@ -62,8 +63,9 @@ latencies() {
 p99() { sort -n "$1" | awk '{ v[NR] = $1 } END { k = int(NR * 0.99 + 0.999); if (k < 1) k = 1; print v[k] + 0 }'; }
 
 # waited_behind HP LP...: the most kernels of the LP clients that started on the device while
-# one request of HP waited (its launch to its kernel's start). Device-side, so a loaded machine
-# that delays every process alike does not move it.
+# one request of HP waited (from HP's clock before its call to its kernel's start). A loaded
+# machine that delays every process alike hardly moves it (the LP clients run at nice 10); HP
+# alone held up between its clock reading and its call would let LP kernels start meanwhile.
 waited_behind() {
     local hp=$1 pid n
     shift
