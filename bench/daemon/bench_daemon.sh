@@ -186,9 +186,9 @@ for r in $(seq "$RATE_REPS"); do
             read -r xb yb < <(rate_run bare "$r-$m")
         fi
         rate[bare]+="$xb " srate[bare]+="$yb "
-        rate[$m]+="$xm " ratio[$m]+="$(calc "$xm / $xb") "
-        srate[$m]+="$ym " sratio[$m]+="$(calc "$ym / $yb") "
         last[$m]=$(calc "$xm / $xb")
+        rate[$m]+="$xm " ratio[$m]+="${last[$m]} "
+        srate[$m]+="$ym " sratio[$m]+="$(calc "$ym / $yb") "
     done
     dvt+=("$(calc "${last[daemon]} / ${last[bare_threaded]}")")
 done
