@@ -255,8 +255,7 @@ void gmxd__lease_retry(void)
 	if (!SRV.lease_mem_held)
 		return;
 	int held = 0;
-	GMXD_FOR_LIVE(t)
-	{
+	GMXD_FOR_LIVE(t) {
 		client_t *c = &SRV.cl[t];
 		if (c->mem_held && !c->dead && !c->cut && lease_memory_in(c))
 			gmxd__dev_lease(NULL, c->task, &c->pol);
