@@ -441,7 +441,7 @@ static void gm_task_done(gmx_policy_t *s, uint32_t task)
 static void gm_on_launch(gmx_policy_t *s, gmx_cmd_t *cmd)
 {
 	if (cmd->leased) { /* released under its lease: in flight already */
-		account(s, cmd->task, cmd, 0); /* leased clients' memory fits: nothing moves */
+		account(s, cmd->task, cmd, 0); /* leased only while its memory is resident: nothing moves */
 		dispatch(s);
 		return;
 	}

@@ -289,6 +289,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 	c->inflight++;
 	c->leased_now++;
 	c->leased++;
+	c->st.kernels += d->kind <= 2; /* gpumux_client_kernels_total: as gmxd__metrics_grant counts them */
 	c->last_leased_seq = e->seq;
 	SRV.total_leased++;
 	SRV.ops->on_launch(SRV.pol, &d->c);
@@ -409,10 +410,11 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		c->g_known_inflight = gmxd__known_grants(c);
 		memmove(&c->lsent[0], &c->lsent[1], (c->nlsent - 1) * sizeof c->lsent[0]);
 		c->nlsent--;
-		if (c->want_set)
-			gmxd__dev_lease(NULL, c->task, &c->want);
+		if (c->want_set) /* the policy's latest, as memory now allows (gmxd__dev_lease) */
+			gmxd__dev_lease(NULL, c->task, &c->pol);
 		return;
 	case GMX_UP_ALLOC:
+		c->allocs_read++;
 		if (c->nallocs >= GMXD_ALLOCS_PER_CLIENT || e->y == 0) {
 			protocol_error(c, "malformed message: allocation %d of %llu bytes", c->nallocs,
 				       (unsigned long long)e->y);
@@ -452,6 +454,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		}
 		c->allocs[c->nallocs++] = (dalloc_t){e->x, e->y};
 		c->alloc_bytes += e->y;
+		gmxd__lease_memory_moves(c); /* the new allocation is not resident */
 		return;
 	case GMX_UP_FREE:
 		for (int i = 0; i < c->nallocs; i++)

@@ -101,10 +101,10 @@ void gmxd__flush_actions(void)
 			gmxd__push_down(c, &a->e);
 		free(a);
 	}
+	gmxd__lease_retry(); /* the orders for a client whose lease was held may all be out now */
 }
 
-/* Whether something for c waits in the action queue (what is sent to c keeps its order). */
-static int has_actions(const client_t *c)
+int gmxd__has_actions(const client_t *c)
 {
 	for (const action_t *a = SRV.act_head; a; a = a->next)
 		if (a->task == c->task && a->client_id == c->id)
@@ -140,7 +140,7 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	gmxd__metrics_grant(c, now - d->notice_ns, d->kind <= 2);
 	int loads = GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind) && gmxd__plan_memory(c, d);
 	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
-	if (!loads && !has_actions(c))
+	if (!loads && !gmxd__has_actions(c))
 		gmxd__push_down(c, &e); /* its memory is in: no eviction elsewhere concerns it */
 	else
 		gmxd__send_action(c, &e);
@@ -159,6 +159,8 @@ int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m)
 	dalloc_t *a = &c->allocs[m->buffer];
 	uint64_t off = m->offset < a->size ? m->offset : a->size;
 	uint64_t len = m->length < a->size - off ? m->length : a->size - off;
+	if (!m->to_device)
+		gmxd__lease_memory_moves(c);
 	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE,
 			      .a = m->to_device ? 1 : 0,
 			      .seq = ++SRV.tokens,
@@ -179,25 +181,33 @@ static void send_lease(client_t *c, uint32_t inflight, int64_t until)
 		c->revokes++;
 		SRV.total_revokes++;
 	}
-	gmx_ring_entry_t e = {.type = GMX_DOWN_LEASE, .a = inflight, .seq = id, .x = (uint64_t)until};
-	gmxd__push_down(c, &e); /* never behind evictions: leased clients are not oversubscribed */
+	/* y: the ALLOC entries read from this session so far; the client applies a lease only when
+	 * it has pushed no allocation since (one the daemon has not seen is not resident). */
+	gmx_ring_entry_t e = {
+	    .type = GMX_DOWN_LEASE, .a = inflight, .seq = id, .x = (uint64_t)until, .y = c->allocs_read};
+	/* At once, never behind evictions: a revoke must precede the evictions that follow it, and
+	 * an oversubscribed client is leased only once nothing for it waits (lease_memory_in). */
+	gmxd__push_down(c, &e);
 }
 
-/* The policy's lease for a task: sent down its ring (oversubscribed clients hold none: their
- * memory must move before each command). */
-void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
+/* Whether an oversubscribed client may hold a lease: every allocation it has is resident in
+ * the planner's model (its leased commands are not announced, so whole-allocation prediction),
+ * no eviction of its memory is outstanding, and no order for it waits behind other clients'
+ * evictions (its loads reach its ring before the lease, and it runs them first). */
+static int lease_memory_in(const client_t *c)
 {
-	(void)ctx;
-	if (task >= GMX_MAX_TASKS)
-		return;
-	client_t *c = &SRV.cl[task];
-	if (!c->used || c->dead || c->cut || c->oversub)
-		return;
-	uint32_t n = l ? l->inflight : 0;
-	int64_t until = n ? l->until : 0;
-	if (c->nlsent == GMXD_LEASES_PENDING) { /* sent when an acknowledgement makes room */
+	gmxd_mem_slice_t all = {c->task, 1, NULL, 0};
+	return !c->evicts && !gmxd__has_actions(c) && gmxd_mem_missing(SRV.mem, &all) == 0;
+}
+
+/* Sends the lease {n, until} unless it is the one last sent (or in effect); held while the
+ * client has GMXD_LEASES_PENDING unacknowledged, an oversubscribed client's grant one slot
+ * earlier, so that a revoke before an eviction always goes at once. */
+static void offer_lease(client_t *c, uint32_t n, int64_t until)
+{
+	uint32_t room = GMXD_LEASES_PENDING - (c->oversub && n ? 1u : 0u);
+	if (c->nlsent >= room) { /* an acknowledgement making room sends the policy's latest */
 		c->want_set = 1;
-		c->want = (gmx_lease_t){n, until};
 		return;
 	}
 	c->want_set = 0;
@@ -208,6 +218,50 @@ void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
 		return;
 	}
 	send_lease(c, n, until);
+}
+
+/* The policy's lease for a task: sent down its ring; an oversubscribed client's only while its
+ * memory is in (lease_memory_in), else held (mem_held) and sent once it is. */
+void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *l)
+{
+	(void)ctx;
+	if (task >= GMX_MAX_TASKS)
+		return;
+	client_t *c = &SRV.cl[task];
+	if (!c->used || c->dead || c->cut)
+		return;
+	uint32_t n = l ? l->inflight : 0;
+	int64_t until = n ? l->until : 0;
+	c->pol = (gmx_lease_t){n, until};
+	c->mem_held = c->oversub && n && !lease_memory_in(c);
+	if (c->mem_held) {
+		SRV.lease_mem_held = 1;
+		n = 0, until = 0;
+	}
+	offer_lease(c, n, until);
+}
+
+void gmxd__lease_memory_moves(client_t *c)
+{
+	if (!c->oversub || c->dead || c->cut)
+		return;
+	if (c->pol.inflight)
+		c->mem_held = SRV.lease_mem_held = 1;
+	offer_lease(c, 0, 0);
+}
+
+void gmxd__lease_retry(void)
+{
+	if (!SRV.lease_mem_held)
+		return;
+	int held = 0;
+	GMXD_FOR_LIVE(t) {
+		client_t *c = &SRV.cl[t];
+		if (c->mem_held && !c->dead && !c->cut && lease_memory_in(c))
+			gmxd__dev_lease(NULL, c->task, &c->pol);
+		held |= c->mem_held && !c->dead && !c->cut;
+	}
+	SRV.lease_mem_held = held;
 }
 
 int gmxd__leases_active(void)

@@ -27,6 +27,7 @@ static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, ui
 		gmxd__send_action(v, &e);
 		return;
 	}
+	gmxd__lease_memory_moves(v); /* its lease ends before this eviction in its ring */
 	gmxd__push_down(v, &e);
 	if (!v->cut) {
 		v->st.mig_out_bytes += len;

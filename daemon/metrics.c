@@ -316,7 +316,8 @@ static void render_clients(out_t *o, int64_t now)
 	PER_IDENT(o, "gpumux_client_notices_total", "counter", "Commands announced (launch notices).",
 		  a->s.notices);
 	PER_IDENT(o, "gpumux_client_grants_total", "counter", "Commands granted.", a->s.grants);
-	PER_IDENT(o, "gpumux_client_kernels_total", "counter", "Kernel launches granted.", a->s.kernels);
+	PER_IDENT(o, "gpumux_client_kernels_total", "counter",
+		  "Kernel launches granted or released under a lease.", a->s.kernels);
 	PER_IDENT(o, "gpumux_client_completions_total", "counter", "Granted commands reported complete.",
 		  a->s.completions);
 	PER_IDENT(o, "gpumux_client_queued_commands", "gauge", "Commands announced and waiting for a grant.",

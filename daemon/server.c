@@ -340,6 +340,13 @@ int gmxd__check(char *err, size_t err_len)
 				 c->refs);
 			return -EFAULT;
 		}
+		uint32_t last_lease = c->nlsent ? c->lsent[c->nlsent - 1].inflight : c->l_inflight;
+		if (!c->dead && c->oversub && c->evicts && last_lease) {
+			snprintf(err, err_len,
+				 "client %u: %u evictions of its memory outstanding under a lease of %u",
+				 c->id, c->evicts, last_lease);
+			return -EFAULT;
+		}
 		if (!c->dead && c->g_known_inflight != gmxd__known_grants(c)) {
 			snprintf(err, err_len, "client %u: %u granted commands in flight under its lease, counted %u",
 				 c->id, gmxd__known_grants(c), c->g_known_inflight);

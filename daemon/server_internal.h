@@ -110,8 +110,8 @@ struct client {
 	char container[GMXD_CONTAINER_ID_MAX]; /* from /proc/PID/cgroup at HELLO; "" outside one */
 	int ident;			      /* its identity in SRV.ident */
 	/* Leases (docs/protocol.md): those sent and not acknowledged yet, oldest first; the one in
-	 * effect in the up ring's order (bound 0: none); leased commands in flight; the policy's
-	 * latest wish while lsent is full. */
+	 * effect in the up ring's order (bound 0: none); leased commands in flight; whether the
+	 * policy's latest (pol) waits for lsent to have room. */
 	struct {
 		uint32_t id, inflight;
 		int64_t until;
@@ -121,7 +121,12 @@ struct client {
 	int64_t l_until;
 	uint64_t last_leased_seq;
 	int want_set;
-	gmx_lease_t want;
+	/* Oversubscribed clients (docs/daemon.md, "Leases"): the policy's latest lease, held back
+	 * (mem_held) while some of the client's memory is away; ALLOC entries read this session
+	 * (each lease carries the count: the client ignores one sent before its latest allocation). */
+	gmx_lease_t pol;
+	int mem_held;
+	uint64_t allocs_read;
 	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
 	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
 	 * last, which the client had applied when it releases under it; those of them in flight. */
@@ -179,6 +184,7 @@ typedef struct {
 	dcmd_t *deferred;
 	action_t *act_head, *act_tail;
 	uint32_t evicts_outstanding;
+	int lease_mem_held; /* some client's lease is held until its memory is in (gmxd__lease_retry) */
 	uint64_t mem_cap;
 	gmxd_mem_t *mem;
 	uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
@@ -303,6 +309,15 @@ void gmxd__arm_timer(int64_t at);
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd);
 int gmxd__dev_migrate(void *ctx, const gmx_migration_t *m);
 void gmxd__dev_lease(void *ctx, uint32_t task, const gmx_lease_t *lease);
+/* Before any of oversubscribed client c's memory moves out (or a new allocation of it is
+ * known): revokes its lease at once (ahead, in its ring, of the eviction about to be pushed;
+ * the client runs an eviction only once its commands in flight, leased ones too, completed)
+ * and holds the policy's lease until its memory is back. */
+void gmxd__lease_memory_moves(client_t *c);
+/* Sends the leases held for memory whose clients' memory is in again (after orders went out). */
+void gmxd__lease_retry(void);
+/* Whether something for c waits in the action queue (what is sent to c keeps its order). */
+int gmxd__has_actions(const client_t *c);
 
 /* Nonzero while some client holds or is being sent a lease (its ring is read every
  * GMXD_LEASE_DRAIN_MS). */

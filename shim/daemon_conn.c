@@ -129,6 +129,8 @@ int gmx_dl_push_up(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t
 	int w = 0;
 	if (gmx_ring_push(&gmx_dl.region->up, &e, &w) != 0)
 		return -1;
+	if (type == GMX_UP_ALLOC)
+		gmx_shim_lease_alloc(&gmx_dl.lease);
 	if (gmx_dl.up_room)
 		gmx_dl.up_room--;
 	gmx_dl.unchecked = 0; /* the push looked at the daemon for the batched entries before it too */
@@ -364,11 +366,14 @@ static int run_migration(uint64_t ptr, uint64_t len, int to_device)
 		gmx_dl.mig_ctx = ctx;
 	}
 	/* An eviction waits until everything the daemon granted this process before it has been
-	 * released and has finished: those kernels may still be queued here or running on the
-	 * memory that now moves out. (Grants after the order wait for it: ring order.) */
+	 * released and has finished, and everything released under a lease has finished: those
+	 * kernels may still be queued here or running on the memory that now moves out. (Grants
+	 * after the order wait for it: ring order.) */
 	while (!to_device) {
 		gmx_shim_queue_lock();
-		unsigned pending = gmx_dl.connected ? gmx_dl.granted : 0;
+		/* Leased commands too: the daemon revoked the lease before this order (ring order),
+		 * so no more go, but those released may run on this memory. */
+		unsigned pending = gmx_dl.connected ? gmx_dl.granted + gmx_dl.lease.now : 0;
 		gmx_shim_queue_unlock();
 		if (!pending)
 			break;

@@ -194,7 +194,7 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e)
 			return 0;
 		}
 		gmx_dl_flush(); /* rare: the daemon may look for it at once */
-		gmx_shim_lease_apply(&gmx_dl.lease, e->a, (int64_t)e->x);
+		gmx_shim_lease_apply_seen(&gmx_dl.lease, e->a, (int64_t)e->x, e->y);
 	}
 	return 0;
 }

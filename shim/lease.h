@@ -19,6 +19,7 @@ typedef struct {
 	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
 	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
 	uint32_t head;	   /* the ring's oldest entry */
+	uint64_t allocs;   /* ALLOC entries pushed this session (an oversubscribed client's) */
 	uint64_t seqs[GMX_LEASE_SEQS]; /* a ring: the leased commands in flight, oldest (at head) first */
 } gmx_shim_lease_t;
 
@@ -61,6 +62,24 @@ static inline void gmx_shim_lease_apply(gmx_shim_lease_t *l, uint32_t inflight, 
 {
 	l->inflight = inflight;
 	l->until = inflight ? until : 0;
+}
+
+/* An allocation reported (ALLOC pushed): no lease from here on until one sent after the daemon
+ * read it (its memory is not resident; the daemon leases an oversubscribed client only while
+ * all of it is). Leased commands in flight stay. */
+static inline void gmx_shim_lease_alloc(gmx_shim_lease_t *l)
+{
+	l->allocs++;
+	l->inflight = 0;
+	l->until = 0;
+}
+
+/* A LEASE entry {inflight, until} read, sent after the daemon had read `allocs` ALLOC entries of
+ * this session: applied, or as a revoke when an allocation went up after that. */
+static inline void gmx_shim_lease_apply_seen(gmx_shim_lease_t *l, uint32_t inflight, int64_t until,
+					     uint64_t allocs)
+{
+	gmx_shim_lease_apply(l, allocs == l->allocs ? inflight : 0, until);
 }
 
 /* Command seq was released under the lease (decide said GMX_LEASE_RELEASE). */

@@ -111,6 +111,7 @@ for n in la lb; do
 done
 go hp la lb
 wait $PID_hp
+"$G" status --json >"$R/status2lp.json" # the LP clients' leased releases, while they still run
 touch "$R/hpdone"
 wait $PID_la $PID_lb
 "$G" status --json >"$R/status.json"
@@ -132,7 +133,8 @@ for n in la lb; do
     pid=$(pid_of $n)
     during=$(grep " pid=$pid .*kind=kernel" "$R/standin.log" |
         awk -v a="$hp_first" -v b="$hp_last" '{ split($1, s, "="); if (s[2] > a && s[2] < b) c++ } END { print c + 0 }')
-    echo "$n: $(grep -c '^launch ' "$R/$n.out") kernels, $during while HP ran; $(grep -c 'migrate load' "$R/$n.shim") loads, $(grep -c 'migrate evict' "$R/$n.shim") evictions"
+    leased=$(jq --arg n "$n" '[.clients[] | select(.name == $n) | .leased] | add // 0' "$R/status2lp.json")
+    echo "$n: $(grep -c '^launch ' "$R/$n.out") kernels, $during while HP ran, $leased under leases; $(grep -c 'migrate load' "$R/$n.shim") loads, $(grep -c 'migrate evict' "$R/$n.shim") evictions"
     [ "$during" -ge 20 ] || fail "$n ran only $during kernels while HP ran: LP work was not let into HP's gaps"
 done
 for n in hp la lb; do
@@ -171,6 +173,7 @@ for n in ma mb; do
 done
 go ma mb
 sleep "$(awk -v w=$WIN 'BEGIN { printf "%.3f", w / 1e9 + 0.5 }')"
+"$G" status --json >"$R/status2b.json"
 touch "$R/hpdone"
 wait $PID_ma $PID_mb
 stop_daemon
@@ -179,7 +182,9 @@ starts=$(for n in ma mb; do pid=$(pid_of $n); grep " pid=$pid .*kind=kernel" "$R
 t0=$(echo "$starts" | head -1)
 ALONE_K=$(echo "$starts" | awk -v a="${t0:-0}" -v w=$WIN '$1 >= a && $1 < a + w { c++ } END { print c + 0 }')
 rate() { awk -v k=$1 -v w=$WIN 'BEGIN { printf "%.0f", k / (w / 1e9) }'; }
-echo "LP throughput: $(rate $SHARED_K) kernels/s beside HP ($SHARED_K in $((WIN / 1000000)) ms), $(rate $ALONE_K) kernels/s alone ($ALONE_K in as long): $(awk -v s=$SHARED_K -v a=$ALONE_K 'BEGIN { printf "%.0f", a ? 100 * s / a : 0 }')% of alone"
+LEASED_LA=$(jq '[.clients[] | select(.name == "la" or .name == "lb") | .leased] | add // 0' "$R/status2lp.json")
+LEASED_MA=$(jq '[.clients[] | select(.name == "ma" or .name == "mb") | .leased] | add // 0' "$R/status2b.json")
+echo "LP throughput: $(rate $SHARED_K) kernels/s beside HP ($SHARED_K in $((WIN / 1000000)) ms), $(rate $ALONE_K) kernels/s alone ($ALONE_K in as long): $(awk -v s=$SHARED_K -v a=$ALONE_K 'BEGIN { printf "%.0f", a ? 100 * s / a : 0 }')% of alone; released under leases: $LEASED_LA beside HP (until HP ended), $LEASED_MA alone (until they were stopped)"
 for n in ma mb; do check_order $n; done
 
 # --- 2c. LP clients whose memory fits (no --oversubscribe, 4 MB each): under gpumux the one

@@ -136,6 +136,26 @@ static void ring_wraps(void **state)
 	assert_int_equal(l.now, 0);
 }
 
+/* An allocation reported ends the lease at once (its memory is not resident); a LEASE the daemon
+ * sent before it read that allocation counts as a revoke, one sent after it applies. */
+static void allocation_ends_lease(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	gmx_shim_lease_apply_seen(&l, 1, 0, 0);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+	gmx_shim_lease_released(&l, 10);
+	gmx_shim_lease_alloc(&l);
+	assert_int_equal(l.inflight, 0);
+	assert_int_equal(l.now, 1);		/* in flight stays */
+	gmx_shim_lease_apply_seen(&l, 2, 0, 0); /* sent before the daemon read the ALLOC */
+	assert_int_equal(l.inflight, 0);
+	assert_int_equal(gmx_shim_lease_completed(&l, 10), 1);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_ASK);
+	gmx_shim_lease_apply_seen(&l, 2, 0, 1);
+	assert_int_equal(gmx_shim_lease_decide(&l, 5, 0, 0), GMX_LEASE_RELEASE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -145,6 +165,7 @@ int main(void)
 	    cmocka_unit_test(granted_count),
 	    cmocka_unit_test(leased_seqs),
 	    cmocka_unit_test(ring_wraps),
+	    cmocka_unit_test(allocation_ends_lease),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
