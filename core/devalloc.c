@@ -127,22 +127,32 @@ uint64_t gmx_devalloc_reserved(const gmx_devalloc_t *a)
 	return s;
 }
 
+int gmx_devalloc_shares(uint64_t size)
+{
+	return round_up(size ? size : 1, GMX_DEVALLOC_ROUND) <= GMX_DEVALLOC_SMALL;
+}
+
+uint64_t gmx_devalloc_pack_next(gmx_devalloc_pack_t *p, uint64_t size)
+{
+	uint64_t s = round_up(size ? size : 1, GMX_DEVALLOC_ROUND);
+	if (s > GMX_DEVALLOC_SMALL) {
+		uint64_t at = p->chunks * GMX_DEVALLOC_ROUND_LARGE;
+		p->chunks += round_up(s, GMX_DEVALLOC_ROUND_LARGE) / GMX_DEVALLOC_ROUND_LARGE;
+		return at;
+	}
+	if (!p->fill || p->fill + s > GMX_DEVALLOC_SMALL_SEG) {
+		p->block = p->chunks++;
+		p->fill = 0;
+	}
+	uint64_t at = p->block * GMX_DEVALLOC_SMALL_SEG + p->fill;
+	p->fill += s;
+	return at;
+}
+
 uint64_t gmx_devalloc_chunks(const uint64_t *sizes, uint32_t n)
 {
-	/* large requests: their own 2 MiB-rounded ranges; small ones fill 2 MiB
-	 * blocks one after another (no request spans two blocks) */
-	uint64_t chunks = 0, blocks = 0, fill = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t s = round_up(sizes[i] ? sizes[i] : 1, GMX_DEVALLOC_ROUND);
-		if (s > GMX_DEVALLOC_SMALL) {
-			chunks += round_up(s, GMX_DEVALLOC_ROUND_LARGE) / GMX_DEVALLOC_ROUND_LARGE;
-			continue;
-		}
-		if (!blocks || fill + s > GMX_DEVALLOC_SMALL_SEG) {
-			blocks++;
-			fill = 0;
-		}
-		fill += s;
-	}
-	return chunks + blocks;
+	gmx_devalloc_pack_t p = {0};
+	for (uint32_t i = 0; i < n; i++)
+		(void)gmx_devalloc_pack_next(&p, sizes[i]);
+	return p.chunks;
 }

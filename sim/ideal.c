@@ -2,6 +2,8 @@
 #include "ideal.h"
 #include "maxheap.h"
 
+#include "gpumux/devalloc.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@ typedef gmx_heap_entry_t heap_entry_t;
 typedef struct task_index {
 	const gmx_workload_t *w;
 	uint32_t first_big, n_bigs;
-	uint32_t *buf_big;  /* global big page of each buffer's start */
+	uint64_t *buf_addr; /* byte address of each buffer (the memspace's layout) */
 	uint8_t *buf_unit;  /* big pages per residency unit of each buffer (1..32) */
 	uint32_t *use_off;  /* CSR: uses of local big b are use_op[use_off[b] .. use_off[b+1]) */
 	uint32_t *use_op;
@@ -54,6 +56,12 @@ static int is_gpu_op(uint8_t k)
 	return k == GMX_OP_KERNEL || k == GMX_OP_COPY_H2D || k == GMX_OP_COPY_D2H || k == GMX_OP_MEMSET;
 }
 
+/* Global big page of byte `offset` of buffer b. */
+static uint64_t big_of(const task_index_t *ti, uint32_t b, uint64_t offset)
+{
+	return (ti->buf_addr[b] + offset) >> GMX_BIG_SHIFT;
+}
+
 /* Runs body with `big` set to the first big page of each residency unit the
  * op touches (global numbering). A buffer's units are the largest power-of-two
  * run of big pages, up to a 2 MB chunk, that every region touching the buffer
@@ -62,9 +70,9 @@ static int is_gpu_op(uint8_t k)
 #define FOR_EACH_UNIT(ti, w, op, body)                                                                       \
 	for (uint32_t r_ = 0; r_ < (op)->region_count; r_++) {                                               \
 		const gmx_region_t *g_ = &(w)->regions[(op)->region_first + r_];                             \
-		uint64_t base_ = (ti)->buf_big[g_->buffer], u_ = (ti)->buf_unit[g_->buffer];                 \
-		uint64_t lo_ = base_ + ((g_->offset >> GMX_BIG_SHIFT) & ~(u_ - 1));                          \
-		uint64_t hi_ = base_ + ((g_->offset + g_->length - 1) >> GMX_BIG_SHIFT);                     \
+		uint64_t base_ = (ti)->buf_addr[g_->buffer], u_ = (ti)->buf_unit[g_->buffer];                \
+		uint64_t lo_ = ((base_ + g_->offset) >> GMX_BIG_SHIFT) & ~(u_ - 1);                          \
+		uint64_t hi_ = (base_ + g_->offset + g_->length - 1) >> GMX_BIG_SHIFT;                       \
 		for (uint64_t big = lo_; big <= hi_; big += u_) {                                            \
 			body                                                                                 \
 		}                                                                                            \
@@ -72,11 +80,13 @@ static int is_gpu_op(uint8_t k)
 
 /* Big pages per unit of each buffer: halve from a 2 MB chunk until every
  * region touching the buffer starts and ends on a unit boundary (or at the
- * buffer's end). One pass over the regions. */
+ * buffer's end). One pass over the regions. A buffer that shares its chunk
+ * (gmx_devalloc_shares) may share its first and last big pages with its
+ * neighbours: its units are single big pages. */
 static void units_of(const gmx_workload_t *w, uint8_t *unit)
 {
 	for (uint32_t b = 0; b < w->n_buffers; b++)
-		unit[b] = GMX_BIGS_PER_CHUNK;
+		unit[b] = gmx_devalloc_shares(w->buffers[b].size) ? 1 : GMX_BIGS_PER_CHUNK;
 	for (uint32_t r = 0; r < w->n_regions; r++) {
 		const gmx_region_t *g = &w->regions[r];
 		uint64_t u = (uint64_t)unit[g->buffer] << GMX_BIG_SHIFT, end = g->offset + g->length;
@@ -90,31 +100,17 @@ static int build_index(gmx_ideal_t *id, const gmx_memspace_t *m, uint32_t task, 
 {
 	task_index_t *ti = &id->t[task];
 	ti->w = w;
-	uint32_t first = UINT32_MAX, last = 0;
-	for (uint32_t b = 0; b < w->n_buffers; b++) {
-		uint32_t c = m->buf_chunk[task][b];
-		uint32_t nc = (uint32_t)((w->buffers[b].size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT);
-		if (c < first)
-			first = c;
-		if (c + nc > last)
-			last = c + nc;
-	}
-	if (!w->n_buffers)
-		first = last = 0;
-	ti->first_big = first * GMX_BIGS_PER_CHUNK;
-	ti->n_bigs = (last - first) * GMX_BIGS_PER_CHUNK;
-	ti->buf_big = calloc(w->n_buffers ? w->n_buffers : 1, sizeof(uint32_t));
-	if (!ti->buf_big)
-		return -ENOMEM;
+	ti->first_big = m->task_chunk[task] * GMX_BIGS_PER_CHUNK;
+	ti->n_bigs = (m->task_chunk[task + 1] - m->task_chunk[task]) * GMX_BIGS_PER_CHUNK;
+	ti->buf_addr = m->buf_addr[task];
 	ti->buf_unit = calloc(w->n_buffers ? w->n_buffers : 1, 1);
 	if (!ti->buf_unit)
 		return -ENOMEM;
 	units_of(w, ti->buf_unit);
 	for (uint32_t b = 0; b < w->n_buffers; b++) {
-		ti->buf_big[b] = m->buf_chunk[task][b] * GMX_BIGS_PER_CHUNK;
-		uint64_t nb = (w->buffers[b].size + GMX_BIG_SIZE - 1) >> GMX_BIG_SHIFT;
-		for (uint64_t i = 0; i < nb; i += ti->buf_unit[b])
-			id->ubigs[ti->buf_big[b] + i] = (uint8_t)(nb - i < ti->buf_unit[b] ? nb - i : ti->buf_unit[b]);
+		uint64_t lo = big_of(ti, b, 0), end = big_of(ti, b, w->buffers[b].size - 1) + 1;
+		for (uint64_t big = lo; big < end; big += ti->buf_unit[b])
+			id->ubigs[big] = (uint8_t)(end - big < ti->buf_unit[b] ? end - big : ti->buf_unit[b]);
 	}
 	ti->use_off = calloc((size_t)ti->n_bigs + 1, sizeof(uint32_t));
 	ti->cum = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
@@ -255,9 +251,11 @@ int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, ui
 	for (uint32_t t = 0; t < n; t++) {
 		task_index_t *ti = &id->t[t];
 		for (uint32_t b = 0; b < w[t]->n_buffers; b++) {
-			uint64_t nb = (w[t]->buffers[b].size + GMX_BIG_SIZE - 1) >> GMX_BIG_SHIFT;
-			for (uint64_t i = 0; i < nb; i += ti->buf_unit[b]) {
-				uint32_t big = ti->buf_big[b] + (uint32_t)i;
+			uint64_t end = big_of(ti, b, w[t]->buffers[b].size - 1) + 1;
+			for (uint64_t i = big_of(ti, b, 0); i < end; i += ti->buf_unit[b]) {
+				uint32_t big = (uint32_t)i;
+				if ((id->resident[big >> 6] >> (big & 63)) & 1)
+					continue; /* shared with the buffer before */
 				if (id->used + id->ubigs[big] > id->capacity)
 					break;
 				if (set_resident(id, big, next_use(ti, big - ti->first_big, 0, -1))) {
@@ -277,7 +275,6 @@ void gmx_ideal_destroy(gmx_ideal_t *id)
 	if (!id)
 		return;
 	for (uint32_t t = 0; t < id->n_tasks; t++) {
-		free(id->t[t].buf_big);
 		free(id->t[t].buf_unit);
 		free(id->t[t].use_off);
 		free(id->t[t].use_op);
@@ -392,8 +389,8 @@ static int count_pages(gmx_ideal_t *id, const task_index_t *ti, const gmx_worklo
 			const gmx_region_t *g = &w->regions[o->region_first + r];
 			if (!g->length)
 				continue;
-			uint64_t base = (uint64_t)ti->buf_big[g->buffer] << (GMX_BIG_SHIFT - 12);
-			uint64_t lo = base + (g->offset >> 12), hi = base + ((g->offset + g->length - 1) >> 12);
+			uint64_t base = ti->buf_addr[g->buffer];
+			uint64_t lo = (base + g->offset) >> 12, hi = (base + g->offset + g->length - 1) >> 12;
 			uint64_t n = mark_pages(id->op_pages, lo, hi, on);
 			if (!on)
 				continue;
@@ -451,9 +448,9 @@ int gmx_ideal_access(gmx_ideal_t *id, uint32_t task, uint64_t unit, uint32_t op,
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t r = 0; r < o->region_count; r++) {
 			const gmx_region_t *g = &w->regions[o->region_first + r];
-			uint64_t base = (uint64_t)ti->buf_big[g->buffer], u = ti->buf_unit[g->buffer];
-			uint64_t lo = base + ((g->offset >> GMX_BIG_SHIFT) & ~(u - 1));
-			uint64_t hi = base + ((g->offset + g->length - 1) >> GMX_BIG_SHIFT);
+			uint64_t u = ti->buf_unit[g->buffer];
+			uint64_t lo = big_of(ti, g->buffer, g->offset) & ~(u - 1);
+			uint64_t hi = big_of(ti, g->buffer, g->offset + g->length - 1);
 			for (uint64_t b = lo; b <= hi; b += u) {
 				uint32_t big = (uint32_t)b;
 				if (id->stamp[big] == id->stamp_now)

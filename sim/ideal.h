@@ -32,7 +32,7 @@ typedef struct gmx_ideal_moves {
 } gmx_ideal_moves_t;
 
 /* Builds the next-use index for n tasks laid out in m (used only for its
- * layout). 0 or -ENOMEM. */
+ * layout, which it reads until destroyed: m must outlive it). 0 or -ENOMEM. */
 int gmx_ideal_create(const gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity,
 		     gmx_ideal_t **out);
 

@@ -101,7 +101,7 @@ void gmx_sim__msched_begin(sim_t *s, scmd_t *x)
 		return;
 	}
 	x->pages_total = x->pages_left =
-	    gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+	    gmx_um_access_pages(&s->mem, x->c.task, &tk->w->regions[op->region_first], op->region_count);
 	if (ready > s->now) /* its pages are still on their way in */
 		gmx_sim__record_for(s, x, GMX_SPAN_STALL, s->now, ready);
 	x->compute_left = x->dur;
@@ -120,7 +120,7 @@ void gmx_sim__um_begin(sim_t *s, scmd_t *x)
 	stask_t *tk = &s->t[x->c.task];
 	const gmx_op_t *op = x->c.op;
 	x->pages_total = x->pages_left =
-	    gmx_um_access_pages(&tk->w->regions[op->region_first], op->region_count);
+	    gmx_um_access_pages(&s->mem, x->c.task, &tk->w->regions[op->region_first], op->region_count);
 	x->compute_left = x->dur;
 	memset(&x->cur, 0, sizeof(x->cur));
 	gmx_sim__um_resume(s, x);

@@ -2,6 +2,7 @@
 #include "memspace.h"
 
 #include "gpumux/combined.h"
+#include "gpumux/devalloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -67,45 +68,62 @@ static void list_append(gmx_memspace_t *m, uint32_t c)
 	m->tail = c;
 }
 
+uint64_t gmx_memspace_layout(const gmx_workload_t *w, uint64_t *addr)
+{
+	gmx_devalloc_pack_t p = {0};
+	for (uint32_t b = 0; b < w->n_buffers; b++)
+		addr[b] = gmx_devalloc_pack_next(&p, w->buffers[b].size);
+	return p.chunks;
+}
+
 int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity)
 {
 	memset(m, 0, sizeof(*m));
 	m->head = m->tail = GMX_NO_CHUNK;
 	if (n > GMX_MAX_TASKS)
 		return -E2BIG;
-	uint64_t total = 0;
-	for (uint32_t t = 0; t < n; t++)
-		for (uint32_t b = 0; b < w[t]->n_buffers; b++)
-			total += (w[t]->buffers[b].size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT;
-	if (total >= GMX_NO_CHUNK)
-		return -E2BIG;
-	m->chunks = calloc(total ? total : 1, sizeof(*m->chunks));
-	if (!m->chunks)
-		return -ENOMEM;
-	m->n_chunks = (uint32_t)total;
 	m->n_tasks = n;
-	uint32_t next = 0;
+	uint64_t total = 0;
 	for (uint32_t t = 0; t < n; t++) {
-		m->buf_chunk[t] = calloc(w[t]->n_buffers ? w[t]->n_buffers : 1, sizeof(uint32_t));
-		if (!m->buf_chunk[t]) {
+		m->buf_addr[t] = calloc(w[t]->n_buffers ? w[t]->n_buffers : 1, sizeof(uint64_t));
+		if (!m->buf_addr[t]) {
 			gmx_memspace_free(m);
 			return -ENOMEM;
 		}
+		uint64_t base = total << GMX_CHUNK_SHIFT;
+		total += gmx_memspace_layout(w[t], m->buf_addr[t]);
+		for (uint32_t b = 0; b < w[t]->n_buffers; b++)
+			m->buf_addr[t][b] += base;
+		if (total >= GMX_NO_CHUNK) {
+			gmx_memspace_free(m);
+			return -E2BIG;
+		}
+		m->task_chunk[t + 1] = (uint32_t)total;
+	}
+	m->chunks = calloc(total ? total : 1, sizeof(*m->chunks));
+	if (!m->chunks) {
+		gmx_memspace_free(m);
+		return -ENOMEM;
+	}
+	m->n_chunks = (uint32_t)total;
+	for (uint32_t t = 0; t < n; t++) {
+		for (uint32_t c = m->task_chunk[t]; c < m->task_chunk[t + 1]; c++) {
+			gmx_chunk_t *k = &m->chunks[c];
+			k->task = t;
+			k->prev = k->next = GMX_NO_CHUNK;
+			k->evicted_at = -1;
+		}
+		/* A chunk's pages exist up to the end of the last buffer in it. */
 		for (uint32_t b = 0; b < w[t]->n_buffers; b++) {
-			uint64_t size = w[t]->buffers[b].size;
-			uint32_t nc = (uint32_t)((size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT);
-			m->buf_chunk[t][b] = next;
-			for (uint32_t i = 0; i < nc; i++) {
-				gmx_chunk_t *k = &m->chunks[next + i];
-				uint64_t left = size - ((uint64_t)i << GMX_CHUNK_SHIFT);
+			uint64_t lo = m->buf_addr[t][b], end = lo + w[t]->buffers[b].size;
+			for (uint64_t c = lo >> GMX_CHUNK_SHIFT; (c << GMX_CHUNK_SHIFT) < end; c++) {
+				uint64_t left = end - (c << GMX_CHUNK_SHIFT);
 				uint64_t pages = (left + GMX_PAGE_SIZE - 1) >> GMX_PAGE_SHIFT;
-				k->valid =
+				uint16_t v =
 				    (uint16_t)(pages > GMX_PAGES_PER_CHUNK ? GMX_PAGES_PER_CHUNK : pages);
-				k->task = t;
-				k->prev = k->next = GMX_NO_CHUNK;
-				k->evicted_at = -1;
+				if (v > m->chunks[c].valid)
+					m->chunks[c].valid = v;
 			}
-			next += nc;
 		}
 	}
 	m->capacity_chunks = capacity >> GMX_CHUNK_SHIFT;
@@ -150,7 +168,7 @@ void gmx_memspace_free(gmx_memspace_t *m)
 {
 	free(m->chunks);
 	for (uint32_t t = 0; t < GMX_MAX_TASKS; t++)
-		free(m->buf_chunk[t]);
+		free(m->buf_addr[t]);
 	memset(m, 0, sizeof(*m));
 }
 

@@ -1,7 +1,10 @@
 /* Residency of every task's memory on the simulated device.
  *
- * All tasks' buffers are laid out in one page space, each buffer starting on a
- * 2 MB chunk (the driver's root chunk and VA block). A chunk holds a 512-bit
+ * All tasks' buffers are laid out in one page space as the driver places
+ * separate cudaMallocs (gmx_devalloc_pack_next, include/gpumux/devalloc.h):
+ * buffers of up to 1 MiB share 2 MB chunks (the driver's root chunk and VA
+ * block) one after another, larger ones start on a chunk of their own. A chunk
+ * belongs to one task: tasks never share one. A chunk holds a 512-bit
  * bitmap of its resident 4 KB pages, so an 8.5 GB model costs 4,352 chunks,
  * not 2 million objects, and a fully resident chunk is skipped in O(1).
  * Device memory is handed out in whole chunks: a chunk with any resident page
@@ -54,7 +57,8 @@ typedef struct gmx_memspace {
 	void (*note)(void *ctx, uint32_t task, int out, uint64_t bytes, int64_t now);
 	void *note_ctx;
 	uint64_t initial_pages;					   /* resident after the warm start */
-	uint32_t *buf_chunk[GMX_MAX_TASKS];			   /* first chunk of each task's buffers */
+	uint64_t *buf_addr[GMX_MAX_TASKS];			   /* byte address of each task's buffers */
+	uint32_t task_chunk[GMX_MAX_TASKS + 1]; /* task t's chunks: [task_chunk[t], task_chunk[t + 1]) */
 	uint32_t n_tasks;
 	/* Priority protection (the combined policy, gpumux/combined.h): when set, a chunk is
 	 * evicted only for a task it may be evicted for (gmx_comb_may_evict), worse
@@ -71,6 +75,10 @@ typedef struct gmx_memspace {
 	uint64_t pops;					/* populations so far */
 } gmx_memspace_t;
 
+/* Sets addr[b] to buffer b's byte offset from the start of the task's first
+ * chunk, as the driver packs the task's buffers; returns the chunks they occupy. */
+uint64_t gmx_memspace_layout(const gmx_workload_t *w, uint64_t *addr);
+
 /* Lays out the buffers of n tasks; capacity in bytes. 0, -ENOMEM or -E2BIG. */
 int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_t n, uint64_t capacity);
 
@@ -81,7 +89,7 @@ void gmx_memspace_free(gmx_memspace_t *m);
 static inline uint64_t gmx_memspace_page(const gmx_memspace_t *m, uint32_t task, uint32_t buf,
 					 uint64_t offset)
 {
-	return ((uint64_t)m->buf_chunk[task][buf] << 9) + (offset >> GMX_PAGE_SHIFT);
+	return (m->buf_addr[task][buf] + offset) >> GMX_PAGE_SHIFT;
 }
 
 /* Non-zero when page `p` is resident. */

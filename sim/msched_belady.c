@@ -277,19 +277,8 @@ static int build_index(gmx_msched_t *ms, uint32_t t)
 	const gmx_workload_t *w = p->w;
 	const gmx_memspace_t *m = ms->m;
 	bindex_t *b = &ms->b[t];
-	uint32_t lo = UINT32_MAX, hi = 0;
-	for (uint32_t k = 0; k < w->n_buffers; k++) {
-		uint32_t c = m->buf_chunk[t][k];
-		uint32_t nc = (uint32_t)((w->buffers[k].size + GMX_CHUNK_SIZE - 1) >> GMX_CHUNK_SHIFT);
-		if (c < lo)
-			lo = c;
-		if (c + nc > hi)
-			hi = c + nc;
-	}
-	if (lo > hi)
-		lo = hi = 0;
-	b->first = lo;
-	b->n = hi - lo;
+	b->first = m->task_chunk[t];
+	b->n = m->task_chunk[t + 1] - m->task_chunk[t];
 	b->off = calloc((size_t)b->n + 2, sizeof(uint32_t));
 	b->cum = calloc((size_t)w->n_ops + 1, sizeof(int64_t));
 	uint32_t *last = malloc(((size_t)b->n + 1) * sizeof(uint32_t));
@@ -319,7 +308,7 @@ static int build_index(gmx_msched_t *ms, uint32_t t)
 		for (uint32_t k = 0; k < w->n_ops; k++)
 			for (uint32_t r = p->op_first[k]; r < p->op_first[k] + p->op_n[k]; r++)
 				for (uint64_t c = p->rp[r] >> 9; c <= (p->rp[r] + p->rn[r] - 1) >> 9; c++) {
-					uint32_t lc = (uint32_t)c - lo;
+					uint32_t lc = (uint32_t)c - b->first;
 					if (last[lc] == k)
 						continue;
 					last[lc] = k;

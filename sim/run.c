@@ -277,40 +277,40 @@ static int run_one(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err
 }
 
 struct span {
-	uint32_t buffer;
-	uint64_t lo, hi; /* chunk range within the buffer, inclusive */
+	uint64_t lo, hi; /* chunk range in the task's layout, inclusive */
 };
 
 static int span_cmp(const void *a, const void *b)
 {
 	const struct span *x = a, *y = b;
-	if (x->buffer != y->buffer)
-		return x->buffer < y->buffer ? -1 : 1;
 	return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
 /* Sets *bytes to the bytes of the distinct 2 MB chunks kernel op touches (what it
- * needs resident at once). 0 or -ENOMEM. */
-static int kernel_chunk_bytes(const gmx_workload_t *w, const gmx_op_t *op, uint64_t *bytes)
+ * needs resident at once), its buffers at addr (gmx_memspace_layout: small ones
+ * share chunks). 0 or -ENOMEM. */
+static int kernel_chunk_bytes(const gmx_workload_t *w, const uint64_t *addr, const gmx_op_t *op,
+			      uint64_t *bytes)
 {
 	struct span *s = calloc(op->region_count ? op->region_count : 1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < op->region_count; i++) {
 		const gmx_region_t *r = &w->regions[op->region_first + i];
-		s[i] = (struct span){r->buffer, r->offset >> 21, (r->offset + (r->length ? r->length : 1) - 1) >> 21};
+		uint64_t at = addr[r->buffer] + r->offset;
+		s[i] = (struct span){at >> GMX_CHUNK_SHIFT,
+				     (at + (r->length ? r->length : 1) - 1) >> GMX_CHUNK_SHIFT};
 	}
 	qsort(s, op->region_count, sizeof(*s), span_cmp);
 	uint64_t chunks = 0;
 	for (uint32_t i = 0; i < op->region_count;) {
-		uint32_t b = s[i].buffer;
 		uint64_t lo = s[i].lo, hi = s[i].hi;
-		for (i++; i < op->region_count && s[i].buffer == b && s[i].lo <= hi + 1; i++)
+		for (i++; i < op->region_count && s[i].lo <= hi + 1; i++)
 			hi = s[i].hi > hi ? s[i].hi : hi;
 		chunks += hi - lo + 1;
 	}
 	free(s);
-	*bytes = chunks << 21;
+	*bytes = chunks << GMX_CHUNK_SHIFT;
 	return 0;
 }
 
@@ -324,17 +324,25 @@ static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_
 		return 0;
 	for (uint32_t t = 0; t < cfg->n_tasks; t++) {
 		const gmx_workload_t *w = cfg->tasks[t].workload;
+		uint64_t *addr = malloc((w->n_buffers ? w->n_buffers : 1) * sizeof(*addr));
+		if (!addr) {
+			snprintf(err, err_len, "out of memory checking the kernels' sizes");
+			return -ENOMEM;
+		}
+		(void)gmx_memspace_layout(w, addr);
 		for (uint32_t i = 0; i < w->n_ops; i++) {
 			const gmx_op_t *op = &w->ops[i];
 			if (op->kind != GMX_OP_KERNEL || !op->region_count)
 				continue;
 			uint64_t need = 0;
-			if (kernel_chunk_bytes(w, op, &need)) {
+			if (kernel_chunk_bytes(w, addr, op, &need)) {
+				free(addr);
 				snprintf(err, err_len, "out of memory checking the kernels' sizes");
 				return -ENOMEM;
 			}
 			if (need <= cfg->capacity_bytes)
 				continue;
+			free(addr);
 			snprintf(err, err_len,
 				 "task %s: kernel %s (op %u) touches %.2f GiB (in 2 MiB chunks), more than the %.2f GiB "
 				 "of device memory: --mem %s cannot run it (only inmem can; give the device more memory "
@@ -343,6 +351,7 @@ static int check_kernels_fit(const gmx_sim_config_t *cfg, char *err, size_t err_
 				 cfg->capacity_bytes / GMX_GIB, gmx_mem_mode_name(cfg->mem));
 			return -E2BIG;
 		}
+		free(addr);
 	}
 	return 0;
 }

@@ -23,24 +23,25 @@
 #define UM_THRASH_EVENTS 3                   /* events before throttling */
 #define UM_THRASH_NAP_NS 500000              /* throttling nap */
 
-uint64_t gmx_um_access_pages(const gmx_region_t *regions, uint32_t n_regions)
-{
-	uint64_t total = 0;
-	for (uint32_t i = 0; i < n_regions; i++) {
-		uint64_t first = regions[i].offset >> GMX_PAGE_SHIFT;
-		uint64_t last = (regions[i].offset + regions[i].length - 1) >> GMX_PAGE_SHIFT;
-		total += last - first + 1;
-	}
-	return total;
-}
-
+/* Pages region r covers where task's buffers lie in m (a buffer that shares its
+ * chunk need not start on a page). */
 static void region_pages(const gmx_memspace_t *m, uint32_t task, const gmx_region_t *r, uint64_t *first,
 			 uint64_t *count)
 {
-	uint64_t f = r->offset >> GMX_PAGE_SHIFT;
-	uint64_t l = (r->offset + r->length - 1) >> GMX_PAGE_SHIFT;
-	*first = gmx_memspace_page(m, task, r->buffer, 0) + f;
-	*count = l - f + 1;
+	*first = gmx_memspace_page(m, task, r->buffer, r->offset);
+	*count = gmx_memspace_page(m, task, r->buffer, r->offset + r->length - 1) - *first + 1;
+}
+
+uint64_t gmx_um_access_pages(const gmx_memspace_t *m, uint32_t task, const gmx_region_t *regions,
+			     uint32_t n_regions)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n_regions; i++) {
+		uint64_t first, count;
+		region_pages(m, task, &regions[i], &first, &count);
+		total += count;
+	}
+	return total;
 }
 
 uint64_t gmx_um_seek_missing(const gmx_memspace_t *m, uint32_t task, const gmx_region_t *regions,
@@ -112,7 +113,7 @@ uint64_t gmx_um_inflight_pages(const gmx_preset_t *dev, const gmx_op_t *op, cons
 	uint64_t resident = (uint64_t)dev->sms * dev->threads_per_sm;
 	if (!threads || resident >= threads)
 		return 0;
-	uint64_t pages = gmx_um_access_pages(r, 1);
+	uint64_t pages = ((r->offset + r->length - 1) >> GMX_PAGE_SHIFT) - (r->offset >> GMX_PAGE_SHIFT) + 1;
 	uint64_t w = (pages * resident + threads - 1) / threads;
 	return w ? w : 1;
 }

@@ -36,8 +36,9 @@ int gmx_um_service(gmx_memspace_t *m, const gmx_preset_t *dev, uint32_t task, co
  * (sms x threads_per_sm); 0 when every thread is resident or the grid is unknown. */
 uint64_t gmx_um_inflight_pages(const gmx_preset_t *dev, const gmx_op_t *op, const gmx_region_t *r);
 
-/* Total pages of the region list (the kernel's access length). */
-uint64_t gmx_um_access_pages(const gmx_region_t *regions, uint32_t n_regions);
+/* Total pages of task's region list in m's layout (the kernel's access length). */
+uint64_t gmx_um_access_pages(const gmx_memspace_t *m, uint32_t task, const gmx_region_t *regions,
+			     uint32_t n_regions);
 
 /* Advances the cursor to the next missing page; returns the pages passed over
  * (all resident). Sets *done when the access list ends first. */

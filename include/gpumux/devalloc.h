@@ -57,10 +57,26 @@ uint64_t gmx_devalloc_reserved(const gmx_devalloc_t *a);
 /* Size of the segment a request of `size` bytes creates when nothing is free. */
 uint64_t gmx_devalloc_segment_size(uint64_t size);
 
+/* The driver's placement of a sequence of separate allocations (cudaMalloc):
+ * each request rounded to 512 B; requests of up to 1 MiB fill 2 MiB blocks one
+ * after another, a new block when the next does not fit (no request spans two
+ * blocks); larger ones get their own 2 MiB-rounded ranges (the VA block is the
+ * unit of residency). Zero-initialise; `chunks` is the 2 MiB chunks used so far. */
+typedef struct gmx_devalloc_pack {
+	uint64_t chunks;
+	uint64_t block; /* chunk of the open small block */
+	uint64_t fill;	/* its bytes handed out; 0 with none open */
+} gmx_devalloc_pack_t;
+
+/* Non-zero when a request of `size` bytes shares 2 MiB blocks with others. */
+int gmx_devalloc_shares(uint64_t size);
+
+/* Places the next allocation of `size` bytes by the rule above; returns its
+ * byte offset from the start of the first chunk. */
+uint64_t gmx_devalloc_pack_next(gmx_devalloc_pack_t *p, uint64_t size);
+
 /* 2 MiB chunks that n separate allocations of sizes[i] occupy when the driver
- * packs them as cudaMalloc does: each request rounded to 512 B, requests of
- * up to 1 MiB sharing 2 MiB blocks (small pool), larger ones in their own
- * 2 MiB-rounded ranges (the VA block is the unit of residency). */
+ * packs them (gmx_devalloc_pack_next). */
 uint64_t gmx_devalloc_chunks(const uint64_t *sizes, uint32_t n);
 
 #endif

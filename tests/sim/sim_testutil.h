@@ -6,9 +6,11 @@
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <cmocka.h>
 
 #include "gpumux/workload.h"
+#include "sim.h"
 
 /* A workload of `kernels` kernels, each `dur_ns` long, kernel i touching
  * `touch` bytes of one `size`-byte buffer at offset (i * touch) % size. */
@@ -30,6 +32,32 @@ static inline void tu_sweep(gmx_workload_t *w, const char *name, uint64_t size, 
 	}
 	gmx_op_t sync = {.kind = GMX_OP_SYNC, .stream = -1, .buffer = UINT32_MAX};
 	assert_int_equal(gmx_workload_add_op(w, &sync, NULL), 0);
+}
+
+/* Runs w alone on an RTX 5080 with `capacity` bytes under `mem` (um under timeslice,
+ * the other modes under timeline) for duration_ns; fails the test on an error.
+ * Returns the result, for the caller to free. */
+static inline gmx_sim_result_t *tu_run_alone(gmx_workload_t *w, gmx_mem_mode_t mem, uint64_t capacity,
+					     int64_t duration_ns)
+{
+	gmx_sim_task_t t = {.name = w->name ? w->name : "t", .workload = w};
+	gmx_sim_config_t c = {
+	    .device = gmx_preset_find("rtx5080"),
+	    .capacity_bytes = capacity,
+	    .mem = mem,
+	    .policy = gmx_sched_find(mem == GMX_MEM_UM ? "timeslice" : "timeline"),
+	    .duration_ns = duration_ns,
+	    .seed = 1,
+	    .tasks = &t,
+	    .n_tasks = 1,
+	};
+	gmx_sched_params_default(&c.sched);
+	gmx_sim_result_t *r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	char err[512];
+	if (gmx_sim_run(&c, r, err, sizeof(err)))
+		fail_msg("%s: %s", gmx_mem_mode_name(mem), err);
+	return r;
 }
 
 #endif

@@ -17,7 +17,7 @@ static void layout_puts_each_buffer_on_its_own_chunks(void **state)
 	gmx_memspace_t m;
 	assert_int_equal(gmx_memspace_init(&m, ws, 1, 64 * GMX_CHUNK_SIZE), 0);
 	assert_int_equal(m.n_chunks, 5);
-	assert_int_equal(m.buf_chunk[0][1], 4);
+	assert_int_equal(m.buf_addr[0][1], 4 * GMX_CHUNK_SIZE);
 	assert_int_equal(m.chunks[3].valid, 1);   /* 5 bytes: one page */
 	assert_int_equal(m.chunks[4].valid, 1);
 	assert_int_equal(gmx_memspace_page(&m, 0, 1, 0), 4 * 512);

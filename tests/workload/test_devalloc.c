@@ -98,6 +98,19 @@ static void test_cudamalloc_chunks(void **state)
 	assert_int_equal(gmx_devalloc_chunks(NULL, 0), 0);
 }
 
+static void test_cudamalloc_placement(void **state)
+{
+	(void)state;
+	gmx_devalloc_pack_t p = {0};
+	assert_int_equal(gmx_devalloc_pack_next(&p, 1000), 0);		/* opens block 0 */
+	assert_int_equal(gmx_devalloc_pack_next(&p, 3 * MIB), 2 * MIB); /* own chunks 1-2 */
+	assert_int_equal(gmx_devalloc_pack_next(&p, MIB), 1024);	/* back in block 0, after 1,024 B */
+	assert_int_equal(gmx_devalloc_pack_next(&p, MIB), 6 * MIB);	/* does not fit: block 3 */
+	assert_int_equal(p.chunks, 4);
+	assert_true(gmx_devalloc_shares(MIB));
+	assert_false(gmx_devalloc_shares(MIB + 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -105,6 +118,7 @@ int main(void)
 		cmocka_unit_test(test_segment_sizes),
 		cmocka_unit_test(test_best_fit_and_merge),
 		cmocka_unit_test(test_cudamalloc_chunks),
+		cmocka_unit_test(test_cudamalloc_placement),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
