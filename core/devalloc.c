@@ -129,17 +129,20 @@ uint64_t gmx_devalloc_reserved(const gmx_devalloc_t *a)
 
 int gmx_devalloc_shares(uint64_t size)
 {
-	return round_up(size ? size : 1, GMX_DEVALLOC_ROUND) <= GMX_DEVALLOC_SMALL;
+	/* the same as its 512 B rounding (GMX_DEVALLOC_SMALL is a multiple of 512), which would
+	 * wrap for a size within 511 bytes of 2^64 */
+	return size <= GMX_DEVALLOC_SMALL;
 }
 
 uint64_t gmx_devalloc_pack_next(gmx_devalloc_pack_t *p, uint64_t size)
 {
-	uint64_t s = round_up(size ? size : 1, GMX_DEVALLOC_ROUND);
-	if (s > GMX_DEVALLOC_SMALL) {
+	if (!gmx_devalloc_shares(size)) {
 		uint64_t at = p->chunks * GMX_DEVALLOC_ROUND_LARGE;
-		p->chunks += round_up(s, GMX_DEVALLOC_ROUND_LARGE) / GMX_DEVALLOC_ROUND_LARGE;
+		/* chunks counted without rounding the size up first (no wrap near 2^64) */
+		p->chunks += size / GMX_DEVALLOC_ROUND_LARGE + (size % GMX_DEVALLOC_ROUND_LARGE != 0);
 		return at;
 	}
+	uint64_t s = round_up(size ? size : 1, GMX_DEVALLOC_ROUND);
 	if (!p->fill || p->fill + s > GMX_DEVALLOC_SMALL_SEG) {
 		p->block = p->chunks++;
 		p->fill = 0;

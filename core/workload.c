@@ -163,8 +163,11 @@ int gmx_workload_add_region(gmx_workload_t *w, uint32_t buffer, uint64_t offset,
 uint64_t gmx_workload_footprint(const gmx_workload_t *w)
 {
 	uint64_t total = 0;
-	for (uint32_t i = 0; i < w->n_buffers; i++)
+	for (uint32_t i = 0; i < w->n_buffers; i++) {
+		if (w->buffers[i].size > UINT64_MAX - total)
+			return UINT64_MAX; /* a wrapped sum would pass every memory check */
 		total += w->buffers[i].size;
+	}
 	return total;
 }
 

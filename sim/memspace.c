@@ -83,6 +83,12 @@ int gmx_memspace_init(gmx_memspace_t *m, const gmx_workload_t *const *w, uint32_
 	if (n > GMX_MAX_TASKS)
 		return -E2BIG;
 	m->n_tasks = n;
+	/* Workload files bound a buffer only by the address space: one larger than the chunk
+	 * space is refused before it sizes anything (so no chunk count below can wrap). */
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t b = 0; b < w[t]->n_buffers; b++)
+			if (w[t]->buffers[b].size > ((uint64_t)GMX_NO_CHUNK << GMX_CHUNK_SHIFT))
+				return -E2BIG;
 	uint64_t total = 0;
 	for (uint32_t t = 0; t < n; t++) {
 		m->buf_addr[t] = calloc(w[t]->n_buffers ? w[t]->n_buffers : 1, sizeof(uint64_t));

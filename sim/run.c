@@ -514,8 +514,10 @@ int gmx_sim_run(const gmx_sim_config_t *cfg, gmx_sim_result_t *res, char *err, s
 {
 	memset(res, 0, sizeof(*res));
 	uint64_t footprint = 0;
-	for (uint32_t i = 0; i < cfg->n_tasks; i++)
-		footprint += gmx_workload_footprint(cfg->tasks[i].workload);
+	for (uint32_t i = 0; i < cfg->n_tasks; i++) {
+		uint64_t f = gmx_workload_footprint(cfg->tasks[i].workload);
+		footprint = f > UINT64_MAX - footprint ? UINT64_MAX : footprint + f; /* never wraps */
+	}
 	res->capacity_bytes = cfg->capacity_bytes;
 	res->footprint_bytes = footprint;
 	if (cfg->n_tasks == 0 || cfg->n_tasks > GMX_MAX_TASKS) {

@@ -127,7 +127,7 @@ int gmx_workload_add_arg(gmx_workload_t *w, uint64_t value, int is_pointer, int 
  * 0, -EINVAL (no op, bad buffer, empty or out-of-bounds region) or -ENOMEM. */
 int gmx_workload_add_region(gmx_workload_t *w, uint32_t buffer, uint64_t offset, uint64_t length);
 
-/* Total bytes of all buffers (the task's footprint). */
+/* Total bytes of all buffers (the task's footprint); UINT64_MAX when it passes 2^64. */
 uint64_t gmx_workload_footprint(const gmx_workload_t *w);
 
 /* Sum of kernel, copy and memset solo durations of one unit, in ns. */

@@ -2,6 +2,7 @@
  * cudaMallocs (include/gpumux/devalloc.h): buffers of up to 1 MiB share 2 MiB
  * chunks of their own task, each keeping its own bytes, and a device that holds
  * the packed chunks runs without paging where a chunk per buffer would not. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,11 +132,49 @@ static void packed_footprint_runs_without_paging(void **state)
 	gmx_workload_free(&w);
 }
 
+/* A workload file bounds a buffer only by the address space (addr + size < 2^64):
+ * one within 511 bytes of 2^64 (whose 512 B rounding wraps to 0) beside a small
+ * one whose size wraps the footprint's sum is refused, never laid out. */
+static void buffers_near_2_64_refused(void **state)
+{
+	(void)state;
+	gmx_workload_t w;
+	uint32_t b, nm;
+	assert_int_equal(gmx_workload_init(&w, "huge"), 0);
+	assert_int_equal(gmx_workload_add_buffer(&w, 1, UINT64_MAX - 1, "huge", &b), 0);
+	assert_int_equal(gmx_workload_add_buffer(&w, 1ull << 20, 4 * KIB, "small", &b), 0);
+	assert_int_equal(gmx_workload_intern_name(&w, "k", &nm), 0);
+	kernel(&w, nm, 1, 1);
+	assert_false(gmx_devalloc_shares(UINT64_MAX - 1));
+	assert_true(gmx_workload_footprint(&w) == UINT64_MAX);
+	const gmx_workload_t *ws[1] = {&w};
+	gmx_memspace_t m;
+	assert_int_equal(gmx_memspace_init(&m, ws, 1, 1ull << 30), -E2BIG);
+	gmx_sim_task_t t = {.name = "huge", .workload = &w};
+	gmx_sim_config_t c = {.device = gmx_preset_find("rtx5080"),
+			      .capacity_bytes = 1ull << 30,
+			      .mem = GMX_MEM_UM,
+			      .policy = gmx_sched_find("timeslice"),
+			      .duration_ns = 1000000,
+			      .seed = 1,
+			      .tasks = &t,
+			      .n_tasks = 1};
+	gmx_sched_params_default(&c.sched);
+	gmx_sim_result_t *r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	char err[512];
+	assert_int_equal(gmx_sim_run(&c, r, err, sizeof(err)), -E2BIG);
+	assert_non_null(strstr(err, "exceeds the host memory"));
+	free(r);
+	gmx_workload_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(small_buffers_share_their_tasks_chunks),
 	    cmocka_unit_test(packed_footprint_runs_without_paging),
+	    cmocka_unit_test(buffers_near_2_64_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
