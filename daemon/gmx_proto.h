@@ -20,7 +20,8 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 4u	    /* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs */
+#define GMX_PROTO_VERSION 5u	    /* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs; 5: leases of
+				     * oversubscribed clients (LEASE y, evictions after leased work) */
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64

@@ -7,6 +7,7 @@
  */
 #include "rig.h"
 
+#include <errno.h>
 #include <signal.h>
 
 /* What one pop of a down ring gave, in order. */
@@ -160,12 +161,46 @@ static void test_oversubscribed_lease_follows_residency(void **state)
 	gmxd__fini();
 }
 
+/* An interposer of protocol 4 would take an oversubscribed lease without its contract (evictions
+ * after its leased work, a new allocation ending the lease): the daemon refuses it, naming both
+ * versions, rather than leasing it. */
+static void test_protocol_4_interposer_refused(void **state)
+{
+	(void)state;
+	gmxd_config_default(&cfg);
+	snprintf(cfg.policy, sizeof cfg.policy, "gpumux");
+	cfg.profile_dir[0] = 0;
+	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	gmx_msg_hello_t h;
+	memset(&h, 0, sizeof h);
+	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
+	h.h.version = 4;
+	h.priority = 5;
+	h.flags = GMX_HELLO_OVERSUBSCRIBE;
+	snprintf(h.name, sizeof h.name, "old");
+	assert_int_equal(send(sv[0], &h, sizeof h, 0), (ssize_t)sizeof h);
+	struct ucred cr = {.pid = 100, .uid = 0, .gid = 0};
+	gmxd__admit(sv[1], &cr);
+	gmx_msg_refused_t r;
+	memset(&r, 0, sizeof r);
+	assert_true(recv(sv[0], &r, sizeof r, MSG_DONTWAIT) >= (ssize_t)sizeof r.h);
+	assert_int_equal(r.h.type, GMX_MSG_REFUSED);
+	assert_int_equal(r.error, EPROTONOSUPPORT);
+	assert_non_null(strstr(r.reason, "protocol version 4"));
+	assert_non_null(strstr(r.reason, "version 5"));
+	close(sv[0]);
+	gmxd__fini();
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	gmxd_log_to(NULL);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_oversubscribed_lease_follows_residency),
+	    cmocka_unit_test(test_protocol_4_interposer_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
