@@ -82,6 +82,7 @@ void gmxd__send_action(client_t *c, const gmx_ring_entry_t *e)
 		return;
 	}
 	*a = (action_t){NULL, c->task, c->id, *e};
+	c->actions++;
 	if (SRV.act_tail)
 		SRV.act_tail->next = a;
 	else
@@ -97,8 +98,10 @@ void gmxd__flush_actions(void)
 		if (!SRV.act_head)
 			SRV.act_tail = NULL;
 		client_t *c = &SRV.cl[a->task];
-		if (c->used && c->id == a->client_id)
+		if (c->used && c->id == a->client_id) { /* else its slot was freed since, count and all */
+			c->actions--;
 			gmxd__push_down(c, &a->e);
+		}
 		free(a);
 	}
 	gmxd__lease_retry(); /* the orders for a client whose lease was held may all be out now */
@@ -106,10 +109,7 @@ void gmxd__flush_actions(void)
 
 int gmxd__has_actions(const client_t *c)
 {
-	for (const action_t *a = SRV.act_head; a; a = a->next)
-		if (a->task == c->task && a->client_id == c->id)
-			return 1;
-	return 0;
+	return c->actions != 0; /* counted, not walked: asked at every grant and for every held lease */
 }
 
 int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)

@@ -340,6 +340,14 @@ int gmxd__check(char *err, size_t err_len)
 				 c->refs);
 			return -EFAULT;
 		}
+		uint32_t acts = 0;
+		for (const action_t *a = SRV.act_head; a; a = a->next)
+			acts += a->task == t && a->client_id == c->id;
+		if (acts != c->actions) {
+			snprintf(err, err_len, "client %u: %u entries in the action queue, counted %u", c->id,
+				 acts, c->actions);
+			return -EFAULT;
+		}
 		uint32_t last_lease = c->nlsent ? c->lsent[c->nlsent - 1].inflight : c->l_inflight;
 		if (!c->dead && c->oversub && c->evicts && last_lease) {
 			snprintf(err, err_len,

@@ -94,6 +94,7 @@ struct client {
 	int priority, oversub;
 	dcmd_t *hash[HASH];
 	uint32_t queued, inflight, refs, evicts;
+	uint32_t actions; /* its entries waiting in SRV's action queue (gmxd__send_action) */
 	uint64_t notices, grants, completions;
 	int64_t last_progress, connected_ns, last_grant_ns;
 	dalloc_t *allocs;
