@@ -112,13 +112,36 @@ static int on_task_key(load_ctx_t *x, const char *task, const char *name, const 
 		memcpy(c->task[k].name, task, n + 1);
 		c->n_task++;
 	}
+	struct gmxd_task_cfg *t = &c->task[k];
+	/* One arrival process per task: the gap predictor takes a period or a Poisson rate. */
+	int period = strcmp(name, "arrival_period_us") == 0, rate = strcmp(name, "arrival_rate_per_s") == 0;
+	if ((period && t->arrival_rate_per_s > 0) || (rate && t->arrival_period_us > 0)) {
+		snprintf(x->err, x->err_len,
+			 "[task %s]: %s given beside %s (expected one arrival process: a period or a "
+			 "Poisson rate)",
+			 task, name, period ? "arrival_rate_per_s" : "arrival_period_us");
+		x->rc = -EINVAL;
+		return 0;
+	}
+	if (rate) {
+		if (gmx_parse_real(value, GMXD_RATE_PER_S_MIN, GMXD_RATE_PER_S_MAX, &t->arrival_rate_per_s)) {
+			snprintf(x->err, x->err_len,
+				 "%s = %s: expected a decimal number of requests per second in [%g, %g]", name,
+				 value, GMXD_RATE_PER_S_MIN, GMXD_RATE_PER_S_MAX);
+			x->rc = -EINVAL;
+			return 0;
+		}
+		return 1;
+	}
 	long lo, hi, *dst;
 	if (strcmp(name, "latency_target_ms") == 0)
-		lo = 1, hi = GMXD_TARGET_MS_MAX, dst = &c->task[k].latency_target_ms;
-	else if (strcmp(name, "arrival_period_us") == 0)
-		lo = GMXD_PERIOD_US_MIN, hi = GMXD_PERIOD_US_MAX, dst = &c->task[k].arrival_period_us;
+		lo = 1, hi = GMXD_TARGET_MS_MAX, dst = &t->latency_target_ms;
+	else if (period)
+		lo = GMXD_PERIOD_US_MIN, hi = GMXD_PERIOD_US_MAX, dst = &t->arrival_period_us;
 	else {
-		snprintf(x->err, x->err_len, "[task %s]: unknown key '%s' (expected latency_target_ms or arrival_period_us)",
+		snprintf(x->err, x->err_len,
+			 "[task %s]: unknown key '%s' (expected latency_target_ms, arrival_period_us or "
+			 "arrival_rate_per_s)",
 			 task, name);
 		x->rc = -EINVAL;
 		return 0;

@@ -46,6 +46,9 @@
 #define GMXD_TARGET_MS_MAX 3600000L	/* 1 h */
 #define GMXD_PERIOD_US_MIN 100L		/* 0.1 ms */
 #define GMXD_PERIOD_US_MAX 3600000000L /* 1 h */
+/* A Poisson arrival rate: from one request an hour to one per GMXD_PERIOD_US_MIN. */
+#define GMXD_RATE_PER_S_MIN (1.0 / 3600.0)
+#define GMXD_RATE_PER_S_MAX 10000.0
 #define GMXD_ALLOW_MAX 32
 #define GMXD_CLIENTS_RESERVE 4 /* of max_clients, kept for root and the daemon's user */
 #define GMXD_ALLOCS_PER_CLIENT 4096
@@ -104,6 +107,7 @@ typedef struct {
 		char name[GMX_NAME_MAX];
 		long latency_target_ms; /* 0: none */
 		long arrival_period_us; /* 0: not known */
+		double arrival_rate_per_s; /* Poisson arrivals at this mean rate; 0: not known */
 	} task[GMXD_TASK_CFG_MAX];
 	int n_task;
 } gmxd_config_t;

@@ -10,8 +10,8 @@
  *   bytes each touches, at most what of it is not resident), at link_mb_s; or what its
  *   switches were measured to cost (the first kernel of a turn less its usual run), if more;
  *   capped by the latency targets of the runnable tasks.
- * - Latency targets and arrival periods from the configuration's [task NAME] sections, by the
- *   client's name; a period seeds the policy's gap predictor (params.arrivals).
+ * - Latency targets and arrivals from the configuration's [task NAME] sections, by the
+ *   client's name; a period or a Poisson rate seeds the policy's gap predictor (params.arrivals).
  */
 #include "server_internal.h"
 
@@ -69,6 +69,8 @@ void gmxd__comb_task_added(const client_t *c)
 		G.period_ns[t] = tc->arrival_period_us * 1000LL;
 		if (G.period_ns[t] > 0)
 			G.arr[t] = (gmx_comb_arrivals_t){.interarrival_ns = &G.period_ns[t], .n_interarrival = 1};
+		else if (tc->arrival_rate_per_s > 0)
+			G.arr[t] = (gmx_comb_arrivals_t){.rate_per_s = tc->arrival_rate_per_s};
 	}
 }
 

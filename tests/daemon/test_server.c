@@ -656,8 +656,10 @@ static void test_ring_batched_wake(void **state)
  * the HP gap predictor and the policy measures its kernels, so an LP kernel that ran 2 ms is
  * kept out of the 1 ms gap HP's period leaves (without either it goes, and the HP request
  * waits for it); LP turns follow core's slice rule over the migration a turn needs (40 MiB at
- * 25 GB/s: 16.8 ms, not slice_us), capped by a runnable task's latency target. Returns
- * whether the second LP kernel was granted at once. */
+ * 25 GB/s: 16.8 ms, not slice_us), capped by a runnable task's latency target. A Poisson rate
+ * seeds it too: at 909 requests/s the gap left with 95% confidence is 56 us, at 1/s 51 ms.
+ * Returns whether the second LP kernel was granted at once. */
+enum { DECLARE_NONE, DECLARE_PERIOD, DECLARE_BUSY_RATE, DECLARE_IDLE_RATE };
 static int combined_lp_granted(int declare)
 {
 	gmxd_config_default(&cfg);
@@ -666,7 +668,11 @@ static int combined_lp_granted(int declare)
 	cfg.device_memory_mb = 64;
 	cfg.inflight = 1;
 	if (declare) {
-		cfg.task[0] = (struct gmxd_task_cfg){.name = "hp", .latency_target_ms = 10, .arrival_period_us = 1100};
+		cfg.task[0] = (struct gmxd_task_cfg){.name = "hp", .latency_target_ms = 10};
+		if (declare == DECLARE_PERIOD)
+			cfg.task[0].arrival_period_us = 1100;
+		else
+			cfg.task[0].arrival_rate_per_s = declare == DECLARE_BUSY_RATE ? 909 : 1;
 		cfg.n_task = 1;
 	}
 	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
@@ -715,8 +721,10 @@ static int combined_lp_granted(int declare)
 static void test_combined_learns_durations_and_slices(void **state)
 {
 	(void)state;
-	assert_int_equal(combined_lp_granted(1), 0); /* 2 ms does not fit the 1 ms gap */
-	assert_int_equal(combined_lp_granted(0), 1); /* no period known: the gap is open */
+	assert_int_equal(combined_lp_granted(DECLARE_PERIOD), 0);    /* 2 ms does not fit the 1 ms gap */
+	assert_int_equal(combined_lp_granted(DECLARE_NONE), 1);	     /* no period known: the gap is open */
+	assert_int_equal(combined_lp_granted(DECLARE_BUSY_RATE), 0); /* nor a 56 us one */
+	assert_int_equal(combined_lp_granted(DECLARE_IDLE_RATE), 1); /* but a 51 ms one */
 }
 
 int main(void)
