@@ -105,8 +105,8 @@ static uint32_t decide(client_t *c, dcmd_t *d, dcmd_t *const *q, uint32_t nq, ui
 	uint64_t *fresh = malloc(((size_t)nq + 2) * 2 * sizeof *fresh);
 	gmx_comb_coming_t *cm = malloc(((size_t)nq + 1) * sizeof *cm);
 	uint32_t k = 0;
-	int64_t cur_ns = gmxd__comb_run_ns(d);
-	if (!fresh || !cm || add_cmds(&s, c, &d, 1) || add_cmds(&s, c, g, ng))
+	int64_t cur_ns = d ? gmxd__comb_run_ns(d) : 0;
+	if (!fresh || !cm || add_cmds(&s, c, &d, d ? 1 : 0) || add_cmds(&s, c, g, ng))
 		goto out;
 	for (uint32_t i = 0; i < ng; i++)
 		cur_ns += gmxd__comb_run_ns(g[i]);
@@ -145,7 +145,8 @@ out:
 void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf)
 {
 	pf->n = 0;
-	if (!c->oversub || !SRV.ops || !(SRV.ops->flags & GMX_POLICY_MEM_PRIORITY) || !d->nranges || is_hp(c))
+	if (!c->oversub || !SRV.ops || !(SRV.ops->flags & GMX_POLICY_MEM_PRIORITY) || (d && !d->nranges) ||
+	    is_hp(c))
 		return;
 	dcmd_t *q[GMXD_SLICE_CMDS];
 	uint32_t nq, next = 0;
@@ -163,7 +164,7 @@ void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf)
 	 * every client), then c's later commands and the other clients' queued work in core's
 	 * timeline order (evicted furthest first). */
 	slices_t s = {.n = 0};
-	int rc = add_cmds(&s, c, q, k) || add_cmds(&s, c, &d, 1);
+	int rc = add_cmds(&s, c, q, k) || add_cmds(&s, c, &d, d ? 1 : 0);
 	for (int t = 0; t < GMX_MAX_TASKS && !rc; t++) {
 		client_t *o = &SRV.cl[t];
 		if (o->used && !o->dead && !o->cut && o->oversub && o->inflight) {
@@ -198,6 +199,15 @@ void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf)
 	SRV.mig_load_bytes += st.load_bytes;
 	SRV.mig_prefetch_bytes += st.load_bytes;
 	SRV.mig_ahead_bytes += ahead < st.load_bytes ? ahead : st.load_bytes;
+}
+
+void gmxd__prefetch_refresh(client_t *c)
+{
+	if (!c->oversub || !c->inflight || !c->queued || c->dead || c->cut)
+		return;
+	gmxd_prefetch_t pf = {0};
+	gmxd__prefetch_plan(c, NULL, &pf);
+	gmxd__prefetch_send(c, &pf);
 }
 
 void gmxd__prefetch_send(client_t *c, gmxd_prefetch_t *pf)

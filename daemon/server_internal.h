@@ -127,6 +127,7 @@ struct client {
 	 * (each lease carries the count: the client ignores one sent before its latest allocation). */
 	gmx_lease_t pol;
 	int mem_held;
+	int prefetch_due; /* a notice it sent was queued: its plan is refreshed after the batch (rule 6) */
 	uint64_t allocs_read;
 	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
 	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
@@ -418,13 +419,17 @@ int gmxd__task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_
  * (mem_prefetch.c): the windows of c's queued commands after d that core's
  * gmx_comb_prefetch_cmds takes are planned resident now, never evicting a better priority's
  * memory or what granted work needs; the evictions are pushed at once, the loads kept in *pf
- * for gmxd__prefetch_send, after d's grant, so that they run while d computes. */
+ * for gmxd__prefetch_send, after d's grant, so that they run while d computes. d NULL: a
+ * refresh between grants, the work in flight being the current. gmxd__prefetch_refresh is that
+ * refresh with its loads sent at once, when c has work in flight and queued (after a batch of
+ * its ring that held a notice not granted at once). */
 typedef struct {
 	gmx_ring_entry_t *e;
 	uint32_t n, cap;
 } gmxd_prefetch_t;
 void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf);
 void gmxd__prefetch_send(client_t *c, gmxd_prefetch_t *pf);
+void gmxd__prefetch_refresh(client_t *c);
 
 /* Predicted GPU time of command d (the learned durations of the combined policy; the task's
  * mean when its kernel has none yet; 0 when nothing is known or for other policies). */

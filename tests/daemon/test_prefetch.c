@@ -75,12 +75,14 @@ static void complete(tconn_t *c, uint64_t seq, int64_t after_ns)
 	gmxd__poll_rings();
 }
 
-/* gpumux on a 64 MB device at link_mb_s: an HP client holds 16 MB (one request run, then idle);
+/* gpumux on a 64 MB device at link_mb_s: an HP client holds hp_mb (one request run, then idle);
  * an LP client of 96 MB learns its kernels' durations on window 0 (20 ms and 0.5 ms), then
  * announces a 20 ms kernel on window 1 and ten 0.5 ms ones on windows 2..11 while the last
- * warm-up kernel runs. Returns the LP client's ring as read right after that kernel completed
- * (the grant of seq 4, on window 1) in *d, with *g the grant's index; HP's ring saw no eviction. */
-static void run(long link_mb_s, downs_t *d, int *g, tconn_t *hp, tconn_t *lp)
+ * warm-up kernel runs (as the interposer announces a stream's next command once the one before
+ * is released; the daemon refreshes the plan after reading them). Returns the LP client's ring as
+ * read right after that kernel completed (the grant of seq 4, on window 1) in *d, with *g the
+ * grant's index; HP's ring saw no eviction. */
+static void run(long link_mb_s, uint64_t hp_mb, downs_t *d, int *g, tconn_t *hp, tconn_t *lp)
 {
 	gmxd_config_default(&cfg);
 	snprintf(cfg.policy, sizeof cfg.policy, "gpumux");
@@ -91,15 +93,15 @@ static void run(long link_mb_s, downs_t *d, int *g, tconn_t *hp, tconn_t *lp)
 	assert_int_equal(gmxd__init(&cfg, test_clock), 0);
 	assert_int_equal(hello_flags(hp, 0, "hp", 0, GMX_HELLO_OVERSUBSCRIBE), 'W');
 	assert_int_equal(hello_flags(lp, 0, "lp", 5, GMX_HELLO_OVERSUBSCRIBE), 'W');
-	up_entry(hp, GMX_UP_ALLOC, 0, 0, HP_BASE, 16 * MIB);
+	up_entry(hp, GMX_UP_ALLOC, 0, 0, HP_BASE, hp_mb * MIB);
 	up_entry(lp, GMX_UP_ALLOC, 0, 0, LP_BASE, 96 * MIB);
 	gmxd__poll_rings();
-	notice(hp, 1, 3, HP_BASE, 16 * MIB);
+	notice(hp, 1, 3, HP_BASE, hp_mb * MIB);
 	gmxd__poll_rings();
 	pop_all(hp, d);
 	assert_true(grant_at(d, 1) >= 0);
 	complete(hp, 1, 1000000);
-	assert_int_equal(gmxd_mem_resident(SRV.mem, (uint32_t)task_of(hp)), 16 * MIB);
+	assert_int_equal(gmxd_mem_resident(SRV.mem, (uint32_t)task_of(hp)), hp_mb * MIB);
 
 	/* Warm-up on window 0: the first kernel loads it (not learned as a run), the next two are
 	 * learned. */
@@ -122,6 +124,8 @@ static void run(long link_mb_s, downs_t *d, int *g, tconn_t *hp, tconn_t *lp)
 	gmxd__poll_rings();
 	pop_all(lp, d);
 	assert_int_equal(grant_at(d, 4), -1);
+	/* Known while seq 3 computes: seq 4's window is ordered at its notice. */
+	assert_int_equal(loaded(d, 0, d->n, 1), WIN);
 	complete(lp, 3, dur[2]);
 	pop_all(lp, d); /* the evictions the grant and the loads behind it wait for */
 	ack_evictions(lp, d);
@@ -134,7 +138,7 @@ static void run(long link_mb_s, downs_t *d, int *g, tconn_t *hp, tconn_t *lp)
 	for (int i = 0; i < h.n; i++)
 		if (h.e[i].type == GMX_DOWN_MIGRATE && h.e[i].a == 0)
 			fail_msg("HP's memory evicted for the LP client's prefetch");
-	assert_int_equal(gmxd_mem_resident(SRV.mem, (uint32_t)task_of(hp)), 16 * MIB);
+	assert_int_equal(gmxd_mem_resident(SRV.mem, (uint32_t)task_of(hp)), hp_mb * MIB);
 	books();
 }
 
@@ -146,17 +150,17 @@ static void finish(tconn_t *hp, tconn_t *lp)
 	gmxd__fini();
 }
 
-/* A slow link (100 MB/s): the 40 MiB the LP client's windows hold beyond the 48 MiB HP leaves
- * take 419 ms on it against their 25 ms of GPU time, so no window beyond the next is loaded early;
- * the next one (window 2, seq 5's) is ordered behind the grant of seq 4, and seq 5's grant then
- * needs no load. */
+/* HP holds 16 MB, a slow link (100 MB/s): the 48 MiB the LP client's windows hold beyond the 48
+ * MiB HP leaves take 419-503 ms on it against their 25-25.5 ms of GPU time, so no window beyond the next
+ * is loaded early; the next one (window 2, seq 5's) is ordered behind the grant of seq 4, and
+ * seq 5's grant then needs no load. */
 static void test_next_window_loaded_while_the_current_computes(void **state)
 {
 	(void)state;
 	tconn_t hp, lp;
 	downs_t d;
 	int g;
-	run(100, &d, &g, &hp, &lp);
+	run(100, 16, &d, &g, &hp, &lp);
 	if (loaded(&d, g + 1, d.n, 2) != WIN)
 		fail_msg("window 2 (seq 5's) not ordered behind seq 4's grant: %llu of %llu bytes",
 			 (unsigned long long)loaded(&d, g + 1, d.n, 2), (unsigned long long)WIN);
@@ -174,7 +178,8 @@ static void test_next_window_loaded_while_the_current_computes(void **state)
 	finish(&hp, &lp);
 }
 
-/* A link of 4 GB/s: the same 40 MiB take 10.5 ms, under half of the 25 ms; the 0.5 ms kernels need
+/* HP holds 16 MB, a link of 4 GB/s: the 40 MiB the windows hold beyond the 48 MiB HP leaves take
+ * 10.5 ms, under half of their 25 ms of GPU time; the 0.5 ms kernels need
  * their 8 MiB (2.1 ms each) faster than the link brings them in, so Forestall's rule starts
  * windows 3 to 6 within seq 4's 20 ms too, as far as the 48 MiB allow (seq 4's window and five
  * more); window 7 does not fit. */
@@ -184,7 +189,7 @@ static void test_windows_ahead_when_the_link_has_time_to_spare(void **state)
 	tconn_t hp, lp;
 	downs_t d;
 	int g;
-	run(4000, &d, &g, &hp, &lp);
+	run(4000, 16, &d, &g, &hp, &lp);
 	for (uint32_t w = 2; w <= 6; w++)
 		if (loaded(&d, g + 1, d.n, w) != WIN)
 			fail_msg("window %u not ordered behind seq 4's grant: %llu bytes", w,
