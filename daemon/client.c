@@ -373,10 +373,10 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		c->queued++;
 		c->notices++;
 		SRV.ops->on_launch(SRV.pol, &d->c);
-		/* Not granted at once: the interposer announces a stream's next command when the one
-		 * before it is released, so this is where its window is first known while that one
-		 * computes; the plan is refreshed once the batch is read (rule 6). */
-		c->prefetch_due |= d->state == D_QUEUED;
+		/* Not granted at once, with predicted ranges: the interposer announces a stream's next
+		 * command when the one before it is released, so this is where its window is first
+		 * known while that one computes; the plan is refreshed once the batch is read (rule 6). */
+		c->prefetch_due |= d->state == D_QUEUED && d->nranges && c->oversub;
 		return;
 	}
 	case GMX_UP_COMPLETE:
