@@ -32,6 +32,64 @@ int gmx_comb_prefetch_ahead(uint64_t least_bytes, int64_t gpu_ns, double link_gb
 	return link < INT64_MAX / 2 && 2 * link < gpu_ns;
 }
 
+uint32_t gmx_comb_prefetch_cmds(const gmx_comb_coming_t *c, uint32_t n, uint64_t cur_bytes, int64_t cur_ns,
+				uint64_t room_bytes, double link_gbps, uint32_t *next_cmds)
+{
+	/* Each window's end (in commands), fresh and missing bytes, and GPU time. */
+	uint32_t end[GMX_COMB_AHEAD_WINDOWS_MAX];
+	uint64_t fresh[GMX_COMB_AHEAD_WINDOWS_MAX], miss[GMX_COMB_AHEAD_WINDOWS_MAX];
+	int64_t run[GMX_COMB_AHEAD_WINDOWS_MAX];
+	uint64_t win = room_bytes / 4, all = cur_bytes;
+	int64_t gpu = cur_ns > 0 ? cur_ns : 0;
+	uint32_t nw = 0;
+	if (next_cmds)
+		*next_cmds = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (nw == 0 || (fresh[nw - 1] > 0 && fresh[nw - 1] + c[i].fresh_bytes > win)) {
+			if (nw == GMX_COMB_AHEAD_WINDOWS_MAX)
+				break;
+			fresh[nw] = miss[nw] = 0;
+			run[nw] = 0;
+			nw++;
+		}
+		fresh[nw - 1] += c[i].fresh_bytes;
+		miss[nw - 1] += c[i].missing_bytes;
+		run[nw - 1] += c[i].run_ns > 0 ? c[i].run_ns : 0;
+		end[nw - 1] = i + 1;
+		all += c[i].fresh_bytes;
+		gpu += c[i].run_ns > 0 ? c[i].run_ns : 0;
+	}
+	if (nw == 0)
+		return 0;
+	if (next_cmds)
+		*next_cmds = end[0];
+	int spare = gmx_comb_prefetch_ahead(all > room_bytes ? all - room_bytes : 0, gpu, link_gbps);
+	if (!spare)
+		return end[0];
+	/* Forestall's latest start of each window, from the last one back: the earlier of its own
+	 * start and the next window's latest start, less the link time of its missing bytes. Kept
+	 * in run[] (a window's run is needed only for the starts after it, summed first). */
+	int64_t start = cur_ns > 0 ? cur_ns : 0, latest = INT64_MAX;
+	for (uint32_t w = 0; w < nw; w++) {
+		int64_t r = run[w];
+		run[w] = start;
+		start = start > INT64_MAX - r ? INT64_MAX : start + r;
+	}
+	for (uint32_t w = nw; w-- > 0;) {
+		int64_t by = run[w] < latest ? run[w] : latest, load = gmx_comb_link_ns(miss[w], link_gbps);
+		latest = by > INT64_MIN / 2 + load ? by - load : INT64_MIN / 2;
+		run[w] = latest;
+	}
+	uint64_t used = cur_bytes + fresh[0];
+	uint32_t w = 1;
+	for (; w < nw; w++) {
+		if (run[w] > (cur_ns > 0 ? cur_ns : 0) || used + fresh[w] > room_bytes)
+			break; /* a later call can still start it in time, or it does not fit */
+		used += fresh[w];
+	}
+	return end[w - 1];
+}
+
 int gmx_comb_admit(int64_t gap_ns, int64_t run_ns, int64_t load_ns, int64_t switch_ns)
 {
 	if (gap_ns == INT64_MAX)

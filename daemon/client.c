@@ -373,6 +373,10 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		c->queued++;
 		c->notices++;
 		SRV.ops->on_launch(SRV.pol, &d->c);
+		/* Not granted at once, with predicted ranges: the interposer announces a stream's next
+		 * command when the one before it is released, so this is where its window is first
+		 * known while that one computes; the plan is refreshed once the batch is read (rule 6). */
+		c->prefetch_due |= d->state == D_QUEUED && d->nranges && c->oversub;
 		return;
 	}
 	case GMX_UP_COMPLETE:
@@ -619,6 +623,13 @@ int gmxd__poll_rings(void)
 	SRV.in_policy = 0;
 	SRV.loop.drains++;
 	SRV.loop.entries += (uint64_t)n;
+	GMXD_FOR_LIVE(t) {
+		client_t *c = &SRV.cl[t];
+		if (c->prefetch_due) {
+			c->prefetch_due = 0;
+			gmxd__prefetch_refresh(c);
+		}
+	}
 	gmxd__flush_actions();
 	return n;
 }

@@ -138,12 +138,19 @@ int gmxd__dev_submit(void *ctx, gmx_cmd_t *cmd)
 	if (c->priority <= 2)
 		SRV.hp_lat[SRV.n_hp_lat++ % GMXD_LAT_SAMPLES] = lat;
 	gmxd__metrics_grant(c, now - d->notice_ns, d->kind <= 2);
-	int loads = GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind) && gmxd__plan_memory(c, d);
+	int touches = GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind);
+	int loads = touches && gmxd__plan_memory(c, d);
+	/* Rule 6: the LP client's coming windows, evictions now (before the grant in its ring), loads
+	 * after the grant (while d computes). */
+	gmxd_prefetch_t pf = {0};
+	if (touches)
+		gmxd__prefetch_plan(c, d, &pf);
 	gmx_ring_entry_t e = {.type = GMX_DOWN_GRANT, .seq = d->cseq};
 	if (!loads && !gmxd__has_actions(c))
 		gmxd__push_down(c, &e); /* its memory is in: no eviction elsewhere concerns it */
 	else
 		gmxd__send_action(c, &e);
+	gmxd__prefetch_send(c, &pf);
 	return 0;
 }
 

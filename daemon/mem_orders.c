@@ -12,19 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Sends one order of the memory planner: loads (always the granted client's) after the
- * outstanding evictions, evictions to their owner at once. ctx: an int set when a load went. */
-static void emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
+void gmxd__send_load(client_t *v, uint64_t ptr, uint64_t len)
+{
+	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 1, .seq = ++SRV.tokens, .x = ptr, .y = len};
+	if (v->dead || v->cut)
+		return;
+	v->st.mig_in_bytes += len;
+	gmxd__send_action(v, &e);
+}
+
+void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
 {
 	client_t *v = &SRV.cl[task];
-	gmx_ring_entry_t e = {
-	    .type = GMX_DOWN_MIGRATE, .a = to_device ? 1 : 0, .seq = ++SRV.tokens, .x = ptr, .y = len};
+	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 0, .seq = ++SRV.tokens, .x = ptr, .y = len};
 	if (v->dead || v->cut)
 		return;
 	if (to_device) {
 		*(int *)ctx = 1;
-		v->st.mig_in_bytes += len;
-		gmxd__send_action(v, &e);
+		gmxd__send_load(v, ptr, len);
 		return;
 	}
 	gmxd__lease_memory_moves(v); /* its lease ends before this eviction in its ring */
@@ -44,13 +49,11 @@ static int cmp_seq(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#define SLICE_CMDS 256 /* the earliest commands of a task that make its slice */
-
-/* Keeps the SLICE_CMDS earliest commands offered in q (a max-heap by seq, *nq used). */
+/* Keeps the GMXD_SLICE_CMDS earliest commands offered in q (a max-heap by seq, *nq used). */
 static void keep_earliest(dcmd_t **q, uint32_t *nq, dcmd_t *d)
 {
 	uint32_t i;
-	if (*nq < SLICE_CMDS) {
+	if (*nq < GMXD_SLICE_CMDS) {
 		for (i = (*nq)++; i > 0 && q[(i - 1) / 2]->c.seq < d->c.seq; i = (i - 1) / 2)
 			q[i] = q[(i - 1) / 2];
 		q[i] = d;
@@ -73,28 +76,23 @@ static void keep_earliest(dcmd_t **q, uint32_t *nq, dcmd_t *d)
 	q[i] = d;
 }
 
-/* One slice per task: its commands in `state` that touch memory (but skip) in launch order,
- * their ranges appended to *buf from *start on; whole when one of them has no prediction. sl->r is set
- * by the caller once *buf stops moving. 0 or -ENOMEM. */
-static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
-		      uint32_t *len, uint32_t *cap, uint32_t *start)
+int gmxd__task_cmds(client_t *c, const dcmd_t *skip, int state, dcmd_t **q, uint32_t *nq)
 {
-	dcmd_t *q[SLICE_CMDS];
-	uint32_t nq = 0;
-	*sl = (gmxd_mem_slice_t){.task = c->task};
+	int whole = 0;
+	*nq = 0;
 	for (int h = 0; h < HASH; h++)
 		for (dcmd_t *d = c->hash[h]; d; d = d->hnext)
 			if (d != skip && d->state == state && GMX_PROTO_KIND_TOUCHES_MEMORY(d->kind)) {
 				if (!d->nranges)
-					sl->whole = 1;
-				else
-					keep_earliest(q, &nq,
-						      d); /* the furthest of a long queue matter least */
+					whole = 1;
+				keep_earliest(q, nq, d); /* the furthest of a long queue matter least */
 			}
-	if (sl->whole)
-		return 0;
-	qsort(q, nq, sizeof q[0], cmp_seq);
-	*start = *len;
+	qsort(q, *nq, sizeof q[0], cmp_seq);
+	return whole;
+}
+
+int gmxd__append_ranges(dcmd_t *const *q, uint32_t nq, gmx_tpl_range_t **buf, uint32_t *len, uint32_t *cap)
+{
 	for (uint32_t i = 0; i < nq; i++) {
 		if (*len + q[i]->nranges > *cap) {
 			uint32_t nc = (*cap ? *cap * 2 : 1024) + q[i]->nranges;
@@ -107,8 +105,34 @@ static int task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice
 		memcpy(*buf + *len, q[i]->ranges, q[i]->nranges * sizeof **buf);
 		*len += q[i]->nranges;
 	}
-	sl->n = *len - *start;
 	return 0;
+}
+
+int gmxd__task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
+		     uint32_t *len, uint32_t *cap, uint32_t *start)
+{
+	dcmd_t *q[GMXD_SLICE_CMDS];
+	uint32_t nq;
+	*sl = (gmxd_mem_slice_t){.task = c->task};
+	sl->whole = gmxd__task_cmds(c, skip, state, q, &nq);
+	if (sl->whole)
+		return 0;
+	*start = *len;
+	int rc = gmxd__append_ranges(q, nq, buf, len, cap);
+	sl->n = *len - *start;
+	return rc;
+}
+
+uint32_t gmxd__timeline_order(uint32_t next, uint32_t *order)
+{
+	int prio[GMX_MAX_TASKS];
+	uint8_t runnable[GMX_MAX_TASKS];
+	for (int t = 0; t < GMX_MAX_TASKS; t++) {
+		const client_t *o = &SRV.cl[t];
+		prio[t] = o->priority;
+		runnable[t] = o->used && !o->dead && !o->cut && o->oversub && o->queued > 0;
+	}
+	return gmx_timeline_order(prio, runnable, GMX_MAX_TASKS, next, order);
 }
 
 /* Makes d's working set resident before its grant (clients registered with
@@ -130,28 +154,23 @@ int gmxd__plan_memory(client_t *c, dcmd_t *d)
 	for (int t = 0; t < GMX_MAX_TASKS; t++) {
 		client_t *o = &SRV.cl[t];
 		if (o->used && !o->dead && !o->cut && o->oversub && o->inflight &&
-		    task_slice(o, d, D_GRANTED, &sl[n], &buf, &len, &cap, &start[n]) == 0 &&
+		    gmxd__task_slice(o, d, D_GRANTED, &sl[n], &buf, &len, &cap, &start[n]) == 0 &&
 		    (sl[n].whole || sl[n].n))
 			n++;
 	}
 	uint32_t n_protected = 1;
-	int prio[GMX_MAX_TASKS];
-	uint8_t runnable[GMX_MAX_TASKS];
 	uint32_t order[GMX_MAX_TASKS];
-	for (int t = 0; t < GMX_MAX_TASKS; t++) {
-		const client_t *o = &SRV.cl[t];
-		prio[t] = o->priority;
-		runnable[t] = o->used && !o->dead && !o->cut && o->oversub && o->queued > 0;
-	}
-	uint32_t n_order = gmx_timeline_order(prio, runnable, GMX_MAX_TASKS, c->task, order);
+	uint32_t n_order = gmxd__timeline_order(c->task, order);
 	for (uint32_t k = 0; k < n_order; k++)
-		if (task_slice(&SRV.cl[order[k]], d, D_QUEUED, &sl[n], &buf, &len, &cap, &start[n]) == 0)
+		if (gmxd__task_slice(&SRV.cl[order[k]], d, D_QUEUED, &sl[n], &buf, &len, &cap, &start[n]) ==
+		    0)
 			n++;
 	for (uint32_t k = 1; k < n; k++)
-		sl[k].r = sl[k].whole || !sl[k].n ? NULL : buf + start[k]; /* buf is NULL when no slice has ranges */
+		sl[k].r = sl[k].whole || !sl[k].n ? NULL
+						  : buf + start[k]; /* buf is NULL when no slice has ranges */
 	gmxd_mem_stats_t st;
 	int loaded = 0;
-	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, emit_order, &loaded, &st);
+	int rc = gmxd_mem_plan(SRV.mem, sl, n, n_protected, gmxd__emit_order, &loaded, &st);
 	free(buf);
 	if (rc) {
 		gmxd_log("client %u (%s): memory plan failed: %s; its kernel pages on demand", c->id, c->name,

@@ -93,6 +93,12 @@ uint64_t gmxd_mem_footprint(const gmxd_mem_t *m, uint32_t task);
  * also when finding out would take more than a plan's budget. */
 int gmxd_mem_ready(const gmxd_mem_t *m, const gmxd_mem_slice_t *s);
 
+/* For each slice of s[0..n): the bytes of the chunks it needs that no earlier slice needs
+ * (fresh[i]) and, of those, the bytes not resident (missing[i]), looking at no more chunks than
+ * a plan's budget. Returns how many slices were counted (the rest count 0), or -ENOMEM. */
+int gmxd_mem_fresh(const gmxd_mem_t *m, const gmxd_mem_slice_t *s, uint32_t n, uint64_t *fresh,
+		   uint64_t *missing);
+
 /* Plans a switch to slice[0] (slice[1..] are the coming slices, in timeline order): evicts
  * first what no coming slice needs, then what the furthest needs, never what slices
  * [0, n_protected) need (the switch's own and work already granted), and loads slice[0]'s

@@ -149,6 +149,53 @@ static int collect(walk_t *w, uint32_t task, uint32_t idx, const malloc_rec_t *a
 	return ulist_push(x->need, id) ? -ENOMEM : 0;
 }
 
+/* The walk that counts each slice's chunks no earlier slice reached (fresh) and, of those, the
+ * ones not resident. */
+typedef struct {
+	walk_t w;
+	units_t u;
+	uint64_t fresh, missing;
+	int oom;
+} fresh_walk_t;
+
+static int count_fresh(walk_t *w, uint32_t task, uint32_t idx, const malloc_rec_t *a, uint32_t c)
+{
+	fresh_walk_t *x = (fresh_walk_t *)w;
+	int added = 0;
+	unit_of(&x->u, task, idx, c, 1, &added, &x->oom);
+	if (x->oom)
+		return -ENOMEM;
+	if (added) {
+		x->fresh += gmxd__mem_chunk_len(a, c);
+		x->missing += gmxd__mem_bit(a, c) ? 0 : gmxd__mem_chunk_len(a, c);
+	}
+	return 0;
+}
+
+int gmxd_mem_fresh(const gmxd_mem_t *m, const gmxd_mem_slice_t *s, uint32_t n, uint64_t *fresh,
+		   uint64_t *missing)
+{
+	fresh_walk_t x = {.w = {.left = m->budget, .fn = count_fresh, .all = 1}};
+	uint32_t done = 0;
+	int rc = 0;
+	memset(fresh, 0, (size_t)n * sizeof *fresh);
+	memset(missing, 0, (size_t)n * sizeof *missing);
+	for (; done < n; done++) {
+		x.fresh = x.missing = 0;
+		int r = gmxd__mem_walk_slice(m, &s[done], &x.w);
+		if (r < 0) {
+			rc = r;
+			break;
+		}
+		if (r == WALK_BUDGET)
+			break; /* this slice and the rest count 0 */
+		fresh[done] = x.fresh;
+		missing[done] = x.missing;
+	}
+	units_free(&x.u);
+	return rc ? rc : (int)done;
+}
+
 /* Drops the resident list's stale entries (evicted or freed since): afterwards it lists every
  * resident chunk exactly once. */
 static void compact(gmxd_mem_t *m)

@@ -123,3 +123,13 @@ int64_t gmxd__dev_slice_for(void *ctx, uint32_t task)
 	int64_t cap = gmx_comb_lp_slice(tg, n, GMX_COMB_SLICE_NS_MIN, GMX_COMB_SLICE_NS_MAX);
 	return gmx_comb_slice_rule(cap, turn_migration_s, &task);
 }
+
+int64_t gmxd__comb_run_ns(const dcmd_t *d)
+{
+	if (!G.kdur || !d->cl || d->cl->task >= GMX_MAX_TASKS)
+		return 0;
+	int64_t p = d->c.kind == GMX_OP_KERNEL ? gmx_kdur_predict(G.kdur, d->cl->task, d->c.kernel_id) : -1;
+	if (p < 0)
+		p = gmx_kdur_task_mean(G.kdur, d->cl->task);
+	return p > 0 ? p : 0;
+}

@@ -127,6 +127,7 @@ struct client {
 	 * (each lease carries the count: the client ignores one sent before its latest allocation). */
 	gmx_lease_t pol;
 	int mem_held;
+	int prefetch_due; /* a notice it sent was queued: its plan is refreshed after the batch (rule 6) */
 	uint64_t allocs_read;
 	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
 	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
@@ -189,6 +190,9 @@ typedef struct {
 	uint64_t mem_cap;
 	gmxd_mem_t *mem;
 	uint64_t mig_load_bytes, mig_evict_bytes, mig_short_bytes, mig_plans, host_waits;
+	/* rule 6's prefetches at LP grants (mem_prefetch.c): plans, bytes loaded, and of those the
+	 * ones of windows beyond the next (at most) */
+	uint64_t mig_prefetches, mig_prefetch_bytes, mig_ahead_bytes;
 	int64_t start_ns, timer_at;
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	uint64_t total_leased, total_leases, total_revokes;
@@ -383,6 +387,53 @@ int gmxd__poll_rings(void);
 /* Makes command d's working set resident before its grant (oversubscribed clients). Returns 1
  * when it ordered loads (the grant must follow them, and the evictions they wait for), else 0. */
 int gmxd__plan_memory(client_t *c, dcmd_t *d);
+
+/* The memory planner's orders (mem_orders.c). gmxd__send_load sends a load of v's ptr..ptr+len
+ * after the outstanding evictions; gmxd__emit_order is the planner's emit: evictions pushed to
+ * their owner at once (its lease revoked ahead), loads as gmxd__send_load (ctx: an int set). */
+void gmxd__send_load(client_t *v, uint64_t ptr, uint64_t len);
+void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len);
+
+#define GMXD_SLICE_CMDS 256 /* the earliest commands of a task that make its slice */
+
+/* c's commands in `state` that touch memory, but skip: the GMXD_SLICE_CMDS earliest, in launch
+ * order, into q (*nq of them). Returns 1 when one of them has no prediction (needs every
+ * allocation), else 0. */
+int gmxd__task_cmds(client_t *c, const dcmd_t *skip, int state, dcmd_t **q, uint32_t *nq);
+
+/* The order of the oversubscribed clients with queued work in the planner's timeline, next first
+ * (core's gmx_timeline_order: best priority first, round robin within a level), into order.
+ * Returns how many. */
+uint32_t gmxd__timeline_order(uint32_t next, uint32_t *order);
+
+/* Appends the predicted ranges of q[0..nq) to *buf (*len used of *cap). 0 or -ENOMEM. */
+int gmxd__append_ranges(dcmd_t *const *q, uint32_t nq, gmx_tpl_range_t **buf, uint32_t *len, uint32_t *cap);
+
+/* One slice of task c: its commands in `state` that touch memory (but skip) in launch order, their
+ * ranges appended to *buf from *start on; whole when one of them has no prediction. sl->r is set
+ * by the caller once *buf stops moving. 0 or -ENOMEM. */
+int gmxd__task_slice(client_t *c, const dcmd_t *skip, int state, gmxd_mem_slice_t *sl, gmx_tpl_range_t **buf,
+		     uint32_t *len, uint32_t *cap, uint32_t *start);
+
+/* Rule 6 of the combined policy (docs/combined.md) at the grant of LP command d of c
+ * (mem_prefetch.c): the windows of c's queued commands after d that core's
+ * gmx_comb_prefetch_cmds takes are planned resident now, never evicting a better priority's
+ * memory or what granted work needs; the evictions are pushed at once, the loads kept in *pf
+ * for gmxd__prefetch_send, after d's grant, so that they run while d computes. d NULL: a
+ * refresh between grants, the work in flight being the current. gmxd__prefetch_refresh is that
+ * refresh with its loads sent at once, when c has work in flight and queued (after a batch of
+ * its ring that held a notice not granted at once). */
+typedef struct {
+	gmx_ring_entry_t *e;
+	uint32_t n, cap;
+} gmxd_prefetch_t;
+void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf);
+void gmxd__prefetch_send(client_t *c, gmxd_prefetch_t *pf);
+void gmxd__prefetch_refresh(client_t *c);
+
+/* Predicted GPU time of command d (the learned durations of the combined policy; the task's
+ * mean when its kernel has none yet; 0 when nothing is known or for other policies). */
+int64_t gmxd__comb_run_ns(const dcmd_t *d);
 
 /* Sets the memory planner up for the policy: with GMX_POLICY_MEM_PRIORITY, priorities in every
  * plan and orders cut in pieces of piece_us at link_mb_s. */

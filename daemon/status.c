@@ -97,7 +97,8 @@ void gmxd__status_reply(int fd)
 	OUT("\"resident_bytes\":%llu,\"grants\":%llu,\"refused\":%llu,\"cut_off\":%llu,"
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
-	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu},\"leased_releases\":%llu,"
+	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu,\"prefetches\":%llu,"
+	    "\"prefetched_bytes\":%llu,\"ahead_bytes\":%llu},\"leased_releases\":%llu,"
 	    "\"leases\":%llu,\"revokes\":%llu,\"loop\":{\"iterations\":%llu,\"sleeps\":%llu,\"deep_sleeps\":%llu,"
 	    "\"drains\":%llu,\"entries\":%llu,\"timer_fires\":%llu,\"wakes_sent\":%llu,\"spins\":%llu,"
 	    "\"spin_ns\":%llu,\"spin_hits\":%llu},\"clients\":[",
@@ -107,13 +108,15 @@ void gmxd__status_reply(int fd)
 	    SRV.n_hp_lat < GMXD_LAT_SAMPLES ? SRV.n_hp_lat : GMXD_LAT_SAMPLES,
 	    (unsigned long long)SRV.host_waits, (unsigned long long)SRV.mig_plans,
 	    (unsigned long long)SRV.mig_load_bytes, (unsigned long long)SRV.mig_evict_bytes,
-	    (unsigned long long)SRV.mig_short_bytes, (unsigned long long)SRV.total_leased,
-	    (unsigned long long)SRV.total_leases, (unsigned long long)SRV.total_revokes,
-	    (unsigned long long)SRV.loop.iterations, (unsigned long long)SRV.loop.sleeps,
-	    (unsigned long long)SRV.loop.deep_sleeps, (unsigned long long)SRV.loop.drains,
-	    (unsigned long long)SRV.loop.entries, (unsigned long long)SRV.loop.timer_fires,
-	    (unsigned long long)SRV.loop.wakes_sent, (unsigned long long)SRV.loop.spins,
-	    (unsigned long long)SRV.loop.spin_ns, (unsigned long long)SRV.loop.spin_hits);
+	    (unsigned long long)SRV.mig_short_bytes, (unsigned long long)SRV.mig_prefetches,
+	    (unsigned long long)SRV.mig_prefetch_bytes, (unsigned long long)SRV.mig_ahead_bytes,
+	    (unsigned long long)SRV.total_leased, (unsigned long long)SRV.total_leases,
+	    (unsigned long long)SRV.total_revokes, (unsigned long long)SRV.loop.iterations,
+	    (unsigned long long)SRV.loop.sleeps, (unsigned long long)SRV.loop.deep_sleeps,
+	    (unsigned long long)SRV.loop.drains, (unsigned long long)SRV.loop.entries,
+	    (unsigned long long)SRV.loop.timer_fires, (unsigned long long)SRV.loop.wakes_sent,
+	    (unsigned long long)SRV.loop.spins, (unsigned long long)SRV.loop.spin_ns,
+	    (unsigned long long)SRV.loop.spin_hits);
 	int first = 1;
 	for (int t = 0; t < GMX_MAX_TASKS; t++) {
 		const client_t *c = &SRV.cl[t];

@@ -43,6 +43,30 @@ int64_t gmx_comb_link_ns(uint64_t bytes, double link_gbps);
  * their chunks beyond the room HP leaves) in less than half of gpu_ns (their GPU time). */
 int gmx_comb_prefetch_ahead(uint64_t least_bytes, int64_t gpu_ns, double link_gbps);
 
+/* One coming command of an LP task, as gmx_comb_prefetch_cmds sees it. */
+typedef struct gmx_comb_coming {
+	uint64_t fresh_bytes;	/* bytes of the chunks it touches that no command before it touches */
+	uint64_t missing_bytes; /* of those, the bytes not resident */
+	int64_t run_ns;		/* its predicted GPU time; <= 0: unknown, taken as 0 */
+} gmx_comb_coming_t;
+
+/* The most windows gmx_comb_prefetch_cmds looks at; commands past them wait for a later call. */
+#define GMX_COMB_AHEAD_WINDOWS_MAX 256u
+
+/* Rule 6 for a planner that sees an LP task's coming commands one by one (gpumuxd): how many of
+ * the n coming commands c (in launch order) to prefetch now, while the current ones (cur_bytes of
+ * distinct chunks, cur_ns of GPU time) compute. The commands are cut into windows of a quarter of
+ * room_bytes (the room the better priorities leave the task; a command larger than that is a
+ * window alone). The window after the current one is always taken; each window after it only
+ * when the link has time to spare over them all (gmx_comb_prefetch_ahead over their distinct
+ * bytes beyond room_bytes and their GPU time, the current ones included), when the link must
+ * start it within the current GPU time for every window from it on to be in by its start
+ * (Forestall's latest start, walking the windows backwards), and while the current ones and the
+ * windows taken fit room_bytes together. Returns the commands taken (whole windows); *next_cmds
+ * (may be NULL) gets those of the first window. */
+uint32_t gmx_comb_prefetch_cmds(const gmx_comb_coming_t *c, uint32_t n, uint64_t cur_bytes, int64_t cur_ns,
+				uint64_t room_bytes, double link_gbps, uint32_t *next_cmds);
+
 /* The piece size for a wait bound: the largest whole number of 2 MiB chunks
  * that crosses the link within max_wait_ns (at least one chunk). */
 uint64_t gmx_comb_piece_bytes(double link_gbps, int64_t max_wait_ns);

@@ -46,6 +46,42 @@ static void prefetch_ahead_only_with_half_the_link_spare(void **state)
 	assert_false(gmx_comb_prefetch_ahead((uint64_t)(0.69 * 31.75 * (double)gpu), gpu, 31.75));
 }
 
+/* Rule 6 for gpumuxd (commands seen one by one): the window after the current one always; windows
+ * after it only with the link's margin, when Forestall's latest start falls within the current
+ * GPU time, and while they fit the room. At 1 GB/s a byte takes a nanosecond; room 400 B cuts
+ * windows of 100 B. */
+static void prefetch_cmds_by_window_gate_and_room(void **state)
+{
+	(void)state;
+	gmx_comb_coming_t c[6];
+	uint32_t next = 99;
+	/* Short runs (50 ns) that each miss 100 B: the link, 100 ns a window, falls behind unless it
+	 * starts early; 300 B beyond the room over 1.3 us of GPU time leaves it a margin. */
+	for (int i = 0; i < 6; i++)
+		c[i] = (gmx_comb_coming_t){100, 100, 50};
+	/* Windows 1 and 2 are due within the current 1 us; window 3 would not fit beside them. */
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 6, 100, 1000, 400, 1.0, &next), 3);
+	assert_int_equal(next, 1);
+	/* No margin (4 ns a byte: 1.2 us of link over 1.3 us of GPU time): the next window only. */
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 6, 100, 1000, 400, 0.25, &next), 1);
+	/* Long runs (1 us each): every window can still start in time at a later call. */
+	for (int i = 0; i < 6; i++)
+		c[i].run_ns = 1000;
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 6, 100, 1000, 400, 1.0, &next), 1);
+	/* Windows of a quarter of the room: commands of 50 B go two to a window, one touching only
+	 * what an earlier one touches joins it. All of it fits the room (no least bytes: the gate
+	 * is open) and the slow link must start every window now. */
+	for (int i = 0; i < 6; i++)
+		c[i] = (gmx_comb_coming_t){50, 50, 25};
+	c[1].fresh_bytes = c[1].missing_bytes = 0;
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 6, 100, 1000, 400, 0.25, &next), 6);
+	assert_int_equal(next, 3);
+	/* The same with the current ones holding 200 B: the third window no longer fits. */
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 6, 200, 1000, 400, 0.25, &next), 5);
+	assert_int_equal(gmx_comb_prefetch_cmds(c, 0, 100, 1000, 400, 1.0, &next), 0);
+	assert_int_equal(next, 0);
+}
+
 static void lp_admitted_only_if_pages_fit_the_gap(void **state)
 {
 	(void)state;
@@ -651,6 +687,7 @@ int main(void)
 	    cmocka_unit_test(switch_not_learned_as_a_run),
 	    cmocka_unit_test(lp_lease_bounded_by_the_gap_and_revoked_on_hp),
 	    cmocka_unit_test(lp_lease_revoked_when_its_turn_ends),
+	    cmocka_unit_test(prefetch_cmds_by_window_gate_and_room),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
