@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cu_test.h"
 #include "engine.h" /* SI_SLOTS: the stand-in's process slots */
 
 /* The per-thread entry points, as code built with --default-stream per-thread calls them. */
@@ -40,21 +41,6 @@ CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
 CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream);
 
 static int g_fail;
-#define CHECK(cond)                                                                                          \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-			g_fail = 1;                                                                          \
-		}                                                                                            \
-	} while (0)
-#define CU(call)                                                                                             \
-	do {                                                                                                 \
-		CUresult r_ = (call);                                                                        \
-		if (r_ != CUDA_SUCCESS) {                                                                    \
-			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)r_);      \
-			exit(1);                                                                             \
-		}                                                                                            \
-	} while (0)
 
 static const char *MODULE_TEXT = "# stand-in module for the shim tests\n"
 				 "kernel fast 50 p,i32\n"
@@ -67,12 +53,7 @@ static CUfunction g_fast, g_slow, g_marker;
 
 static void setup(void)
 {
-	CUdevice dev;
-	CU(cuInit(0));
-	CU(cuDeviceGet(&dev, 0));
-	CU(cuDevicePrimaryCtxRetain(&g_ctx, dev));
-	CU(cuCtxSetCurrent(g_ctx));
-	CU(cuModuleLoadData(&g_mod, MODULE_TEXT));
+	cu_test_open(MODULE_TEXT, &g_ctx, &g_mod);
 	CU(cuModuleGetFunction(&g_fast, g_mod, "fast"));
 	CU(cuModuleGetFunction(&g_slow, g_mod, "slow"));
 	CU(cuModuleGetFunction(&g_marker, g_mod, "marker"));

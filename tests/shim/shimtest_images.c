@@ -15,14 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CU(call)                                                                                             \
-	do {                                                                                                 \
-		CUresult r_ = (call);                                                                        \
-		if (r_ != CUDA_SUCCESS) {                                                                    \
-			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)r_);      \
-			exit(1);                                                                             \
-		}                                                                                            \
-	} while (0)
+#include "cu_test.h"
 
 static void launch(CUfunction f, char kind, const char *name, void **params, const size_t *sizes, int n)
 {

@@ -13,14 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CU(call)                                                                                             \
-	do {                                                                                                 \
-		CUresult r_ = (call);                                                                        \
-		if (r_ != CUDA_SUCCESS) {                                                                    \
-			fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, (int)r_);      \
-			exit(1);                                                                             \
-		}                                                                                            \
-	} while (0)
+#include "cu_test.h"
 
 static const char *const MODULE_TEXT =
     "# the same kernels as PTX, for the interposer's parser:\n"
