@@ -67,7 +67,9 @@ int si__device_attribute(CUdevice_attribute a)
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
 		return 0;
 	case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
-		return 2;
+		return si_copy_engines();
+	case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: /* copies run beside kernels */
+		return si_copy_engines() > 0;
 	case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
 		return SI_PCI_BUS;
 	case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
@@ -77,7 +79,6 @@ int si__device_attribute(CUdevice_attribute a)
 		return 2;
 	case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
 		return 1;
-	case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
 	case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
 	case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
 	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define SI_MAGIC 0x676d78736e6431ull /* "gmxsnd1" */
-#define SI_VERSION 4
+#define SI_VERSION 5		     /* 5: copy engines (per-engine running commands) */
 
 si_shm_t *si__shm;
 static int g_slot = -1;
@@ -79,8 +79,7 @@ void si__reap_dead(void)
 		if (!s->in_use || i == g_slot)
 			continue;
 		if (kill(s->pid, 0) == -1 && errno == ESRCH) {
-			if (si__shm->run_slot == i)
-				si__shm->run_slot = -1;
+			si__drop_running(i);
 			slot_reset(s);
 		}
 	}
@@ -92,14 +91,11 @@ static void lock(void)
 	int r = pthread_mutex_lock(&si__shm->lock);
 	if (r == EOWNERDEAD) {
 		/* The holder died mid-update: its own slot is reclaimed; the shared fields it may have
-		 * been changing (the running command) are re-validated. */
+		 * been changing (the running commands) are re-validated. */
 		si__shm->hi = SI_SLOTS; /* it may have been moving the bound: look at every slot */
 		hi_shrink();
 		si__reap_dead();
-		if (si__shm->run_slot >= 0 &&
-		    (!si__shm->slots[si__shm->run_slot].in_use ||
-		     si__shm->slots[si__shm->run_slot].cmds[si__shm->run_cmd].state != C_PENDING))
-			si__shm->run_slot = -1;
+		si__drop_running(-1);
 		pthread_mutex_consistent(&si__shm->lock);
 	}
 }
@@ -114,17 +110,24 @@ void si__log_cmd(int slot, const si_cmd_t *c, int64_t start, int64_t end)
 	if (g_log < 0)
 		return;
 	static const char *const kinds[] = {"kernel", "copy", "record", "wait", "hostfn"};
+	/* The engine that ran a timed command (compute, or copy engine 1..); "-" for the others. */
+	char engine[16] = "-";
+	if (c->kind == SI_K_KERNEL || c->kind == SI_K_COPY) {
+		if (c->engine == 0)
+			snprintf(engine, sizeof engine, "compute");
+		else
+			snprintf(engine, sizeof engine, "copy%d", (int)c->engine);
+	}
 	char buf[256];
 	int n = snprintf(buf, sizeof buf,
-			 "start_ns=%lld end_ns=%lld pid=%d stream=%d kind=%s name=%s dur_ns=%lld\n",
+			 "start_ns=%lld end_ns=%lld pid=%d stream=%d kind=%s name=%s engine=%s dur_ns=%lld\n",
 			 (long long)start, (long long)end, (int)si__shm->slots[slot].pid, c->stream,
-			 kinds[c->kind], c->name[0] ? c->name : "-", (long long)c->dur_ns);
+			 kinds[c->kind], c->name[0] ? c->name : "-", engine, (long long)c->dur_ns);
 	if (n > 0) {
 		ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 		(void)w;
 	}
 }
-
 
 static void atfork_child(void)
 {
@@ -195,7 +198,11 @@ int si_engine_attach(void)
 			pthread_mutexattr_destroy(&a);
 			e->slice_ns = 1000LL * env_long("GPUMUX_STANDIN_SLICE_US", 2000, 1, 10000000);
 			e->mem_total = (uint64_t)env_long("GPUMUX_STANDIN_MEM_MB", 16384, 1, 1 << 24) << 20;
-			e->run_slot = -1;
+			/* Copy engines: one per direction by default, as most GPUs report
+			 * asyncEngineCount 2; 0 keeps every timed command on one timeline. */
+			e->copy_engines = (int32_t)env_long("GPUMUX_STANDIN_COPY_ENGINES", 2, 0, SI_COPY_MAX);
+			for (int k = 0; k < SI_ENGINES; k++)
+				e->run_slot[k] = -1;
 			e->cur_slot = -1;
 			e->gpu_t = si_now_ns();
 			e->version = SI_VERSION;
@@ -257,12 +264,16 @@ void si_engine_forget(void)
 	if (!si__shm || g_slot < 0)
 		return;
 	lock();
-	if (si__shm->run_slot == g_slot)
-		si__shm->run_slot = -1;
+	si__drop_running(g_slot);
 	slot_reset(&si__shm->slots[g_slot]);
 	hi_shrink();
 	unlock();
 	g_slot = -1;
+}
+
+int si_copy_engines(void)
+{
+	return si__shm ? si__shm->copy_engines : 2;
 }
 
 static si_slot_t *me(void)
@@ -342,6 +353,10 @@ uint64_t si_submit(const si_submit_t *in)
 	c->hostfn = (uint64_t)(uintptr_t)in->hostfn;
 	c->user = (uint64_t)(uintptr_t)in->user;
 	c->bytes = in->bytes;
+	/* Copy directions map onto the copy engines (1: all on one; 2: to device with on-device
+	 * copies, and to host; 3: one each); without copy engines everything computes. */
+	if (in->kind == SI_K_COPY && in->dir != SI_DIR_COMPUTE && si__shm->copy_engines > 0)
+		c->engine = 1 + (in->dir - 1) % si__shm->copy_engines;
 	if (in->name)
 		snprintf(c->name, sizeof c->name, "%s", in->name);
 	if (in->kind == SI_K_RECORD) {
@@ -525,7 +540,8 @@ void si_wait(int (*check)(const void *), const void *arg)
 		int64_t now = si_now_ns();
 		si__advance(now);
 		int ok = check(arg);
-		int64_t wake = si__shm->run_slot >= 0 ? si__shm->run_end : now + 1000000;
+		int64_t end = si__next_end();
+		int64_t wake = end >= 0 ? end : now + 1000000;
 		unlock();
 		if (ok)
 			return;
@@ -624,11 +640,12 @@ void si_log_full(uint64_t want)
 	si_mem_info(&free_b, &total_b);
 	long long t = (long long)si_now_ns();
 	char buf[256];
-	int n = snprintf(buf, sizeof buf,
-			 "start_ns=%lld end_ns=%lld pid=%d stream=-1 kind=memfull name=- dur_ns=0 want=%llu free=%llu "
-			 "total=%llu\n",
-			 t, t, (int)getpid(), (unsigned long long)want, (unsigned long long)free_b,
-			 (unsigned long long)total_b);
+	int n = snprintf(
+	    buf, sizeof buf,
+	    "start_ns=%lld end_ns=%lld pid=%d stream=-1 kind=memfull name=- dur_ns=0 want=%llu free=%llu "
+	    "total=%llu\n",
+	    t, t, (int)getpid(), (unsigned long long)want, (unsigned long long)free_b,
+	    (unsigned long long)total_b);
 	if (n > 0) {
 		ssize_t w = write(g_log, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 		(void)w;

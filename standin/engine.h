@@ -3,10 +3,12 @@
  * loads the stand-in, kept in a shared-memory file and advanced lazily in real time.
  *
  * Each process owns a slot; each stream of the process owns a FIFO of commands in the
- * slot. Whenever any process calls in, the engine is advanced to "now": the GPU runs one
- * timed command (kernel, copy, memset) at a time; zero-time commands (event records, waits,
- * host functions) complete when they reach their stream's head. Processes take turns in time
- * slices (a kernel is never cut); within a process the oldest runnable command goes first.
+ * slot. Whenever any process calls in, the engine is advanced to "now": the GPU's compute
+ * engine runs one kernel or memset at a time and each copy engine one copy (memcpy, prefetch)
+ * at a time, the engines concurrently; zero-time commands (event records, waits, host
+ * functions) complete when they reach their stream's head. On the compute engine processes
+ * take turns in time slices (a kernel is never cut), the oldest runnable command of a process
+ * first; a copy engine takes copies in the order they became runnable.
  * Locking: one robust, process-shared mutex; a process killed while holding it leaves the
  * state to the next locker, which repairs it and reclaims the dead process's slot.
  */
@@ -21,9 +23,12 @@
 #define SI_EVENTS 256 /* events per process */
 #define SI_CMDS 2048  /* pending commands per process */
 #define SI_NAME 48
+#define SI_COPY_MAX 3 /* copy engines at most: one per direction (to device, to host, on device) */
 
 enum { SI_K_KERNEL, SI_K_COPY, SI_K_RECORD, SI_K_WAIT, SI_K_HOSTFN };
 enum { SI_S_LEGACY = 1, SI_S_BLOCKING, SI_S_NONBLOCKING };
+/* Which engine a timed command needs: the compute engine, or the copy engine of a direction. */
+enum { SI_DIR_COMPUTE, SI_DIR_H2D, SI_DIR_D2H, SI_DIR_D2D };
 
 /* Submits a command; returns 0 or -1 when the process's command pool is full. Times in ns. */
 typedef struct {
@@ -37,12 +42,15 @@ typedef struct {
 	void *user;
 	const char *name;
 	uint64_t bytes;
+	int dir; /* SI_K_COPY: SI_DIR_*; a memset is SI_DIR_COMPUTE (a kernel's work on a GPU) */
 } si_submit_t;
 
 /* Attaches this process to the shared engine (creating it); 0, or -1 with a message. */
 int si_engine_attach(void);
 /* Detaches (process exit or forked child before re-attaching). */
 void si_engine_forget(void);
+/* The simulated GPU's copy engines (GPUMUX_STANDIN_COPY_ENGINES, 0..SI_COPY_MAX), 2 unattached. */
+int si_copy_engines(void);
 
 int si_stream_open(int kind, int ctx);
 void si_stream_close(int s);

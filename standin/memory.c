@@ -198,13 +198,33 @@ static int64_t copy_ns(size_t n)
 	return (int64_t)(n / LINK_BYTES_PER_US) * 1000 + 1000;
 }
 
-/* Copies now (the data is visible at once) and occupies the simulated GPU for the transfer
- * time on the stream, so ordering and timing follow the stream; the stream seq, or 0. */
+/* Device memory (device or managed allocations) rather than host memory (pinned or pageable). */
+static int on_device(const void *p)
+{
+	pthread_mutex_lock(&S.lock);
+	const alloc_t *a = si__alloc_find((uintptr_t)p);
+	int dev = a && a->kind != CU_MEMORYTYPE_HOST;
+	pthread_mutex_unlock(&S.lock);
+	return dev;
+}
+
+/* The copy engine direction of a copy from src to dst (host to host goes with on-device). */
+static int copy_dir(const void *dst, const void *src)
+{
+	int d = on_device(dst), s = on_device(src);
+	return d && !s ? SI_DIR_H2D : s && !d ? SI_DIR_D2H : SI_DIR_D2D;
+}
+
+/* Copies now (the data is visible at once) and occupies a copy engine of the simulated GPU for
+ * the transfer time on the stream, so ordering and timing follow the stream; the stream seq,
+ * or 0. */
 static uint64_t copy_now(void *dst, const void *src, size_t n, int si)
 {
+	int dir = copy_dir(dst, src);
 	if (n)
 		memmove(dst, src, n);
-	si_submit_t s = {.kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n};
+	si_submit_t s = {
+	    .kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(n), .name = "copy", .bytes = n, .dir = dir};
 	return si_submit(&s);
 }
 
@@ -222,7 +242,8 @@ static CUresult copy_async(void *dst, const void *src, size_t n, CUstream h, int
 	if (si__capturing(si)) {
 		if (sync) /* a synchronous copy cannot be captured */
 			return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-		return si__capture(si, &(si_cap_t){.kind = SI_CAP_COPY, .dst = dst, .src = src, .n = n}, NULL);
+		return si__capture(si, &(si_cap_t){.kind = SI_CAP_COPY, .dst = dst, .src = src, .n = n},
+				   NULL);
 	}
 	uint64_t seq = copy_now(dst, src, n, si);
 	if (!seq)
@@ -318,7 +339,8 @@ SI_EXPORT CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size
 	return any_impl(d, s, n, h, 1);
 }
 
-/* Fills now and occupies the stream for the time; the stream seq, or 0. */
+/* Fills now and occupies the stream for the time on the compute engine (as a GPU's memset
+ * kernels do); the stream seq, or 0. */
 static uint64_t memset_now(CUdeviceptr d, unsigned v, size_t n, int width, int si)
 {
 	unsigned char *p = DEV(d);
@@ -342,7 +364,8 @@ static uint64_t memset_now(CUdeviceptr d, unsigned v, size_t n, int width, int s
 
 CUresult si__memset_submit(uintptr_t d, unsigned v, size_t n, int width, int si)
 {
-	return memset_now((CUdeviceptr)d, v, n, width, si) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+	return memset_now((CUdeviceptr)d, v, n, width, si) ? CUDA_SUCCESS
+							   : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }
 
 static CUresult memset_impl(CUdeviceptr d, unsigned v, size_t n, int width, CUstream h, int ptsz, int sync)
@@ -409,7 +432,7 @@ SI_EXPORT CUresult CUDAAPI cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui,
 
 /* Prefetch to the device makes the range resident (evicting this process's oldest managed
  * chunks if the device is full); to the host makes it non-resident. The transfer occupies
- * the stream for its link time. */
+ * the stream and a copy engine of its direction for its link time. */
 static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, CUstream h, int ptsz)
 {
 	REQUIRE_CTX(c);
@@ -440,8 +463,12 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation loc, CUstream h,
 	CUresult r = si__resolve_stream(h, ptsz, &si);
 	if (r != CUDA_SUCCESS)
 		return r;
-	si_submit_t s = {
-	    .kind = SI_K_COPY, .stream = si, .dur_ns = copy_ns(moved), .name = "prefetch", .bytes = moved};
+	si_submit_t s = {.kind = SI_K_COPY,
+			 .stream = si,
+			 .dur_ns = copy_ns(moved),
+			 .name = "prefetch",
+			 .bytes = moved,
+			 .dir = loc.type == CU_MEM_LOCATION_TYPE_HOST ? SI_DIR_D2H : SI_DIR_H2D};
 	return si_submit(&s) ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 }
 
@@ -500,12 +527,13 @@ SI_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CU
 	for (unsigned i = 0; i < numAttributes; i++) {
 		CUresult r = cuPointerGetAttribute(data[i], attributes[i], ptr);
 		if (r == CUDA_ERROR_INVALID_VALUE && attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
-			*(unsigned *)data[i] = 0; /* not a CUDA allocation: no memory type, as the driver says */
+			*(unsigned *)data[i] =
+			    0; /* not a CUDA allocation: no memory type, as the driver says */
 		else if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_SUPPORTED)
-			memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE ? sizeof(size_t)
-					   : attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
-					       ? sizeof(CUdeviceptr)
-					       : sizeof(unsigned));
+			memset(data[i], 0,
+			       attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE		? sizeof(size_t)
+			       : attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ? sizeof(CUdeviceptr)
+											: sizeof(unsigned));
 	}
 	return CUDA_SUCCESS;
 }
