@@ -131,8 +131,9 @@ int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uin
  * seen together): the run being gathered grows by as many as it takes at once. 0 or -1 (full). */
 int gmx_dl_push_batched_n(uint32_t type, uint32_t a, uint64_t seq, uint32_t n, uint64_t x, uint64_t y);
 
-/* Pushes the run being gathered (if any) to the up ring; 0, or -1 when the ring has no room
- * (it then stays). The queue lock held, region mapped. */
+/* Pushes the run being gathered (if any) to the up ring, into the room reserved when it began
+ * (so it never fails: 0; an int for the callers, which treat a failed push of theirs alike). The
+ * queue lock held, region mapped. */
 int gmx_dl_run_push(void);
 
 /* Looks whether the daemon must be woken for the batched entries pushed since the last look

@@ -129,9 +129,10 @@ int gmx_dl_run_push(void)
 	gmx_ring_entry_t e = gmx_dl.run;
 	uint32_t more = gmx_dl.run_n - 1;
 	e.a |= e.type == GMX_UP_RELEASED ? more << GMX_RUN_SHIFT : more;
-	/* Its room was reserved when the run began (gmx_dl_up_room counts it as taken). */
-	if (gmx_ring_space(&gmx_dl.region->up) < 1)
-		return -1;
+	/* Its room was reserved when the run began (gmx_dl_up_room counts it as taken, and every
+	 * other push to the up ring pushes the run first), so the daemon's head is not read here:
+	 * its cache line is the daemon's to write, and a look at it cost a transfer from the
+	 * daemon's core at every run. */
 	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
 	gmx_dl.run_n = 0;
 	gmx_dl.n_entries++;
