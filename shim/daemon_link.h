@@ -36,10 +36,12 @@
 #define GMX_RING_WAIT_MS 2000	    /* an up ring the daemon does not drain for this long ends the session */
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
-#define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints */
-#define GMX_BATCH_CHECK 32	    /* batched up-ring entries pushed between two looks at the daemon (gmx_dl_flush) */
-#define ALLOC_MAX 4096		    /* managed allocations reported to the daemon */
-#define GMX_BUDGET_RETRY_MS 5000    /* over its memory budget and nothing freed: first retry after */
+#define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints \
+				     */
+#define GMX_BATCH_CHECK 32 /* batched up-ring entries pushed between two looks at the daemon (gmx_dl_flush)  \
+			    */
+#define ALLOC_MAX 4096	   /* managed allocations reported to the daemon */
+#define GMX_BUDGET_RETRY_MS 5000      /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
 enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB }; /* leased commands: the lease book (lease.h) */
@@ -81,7 +83,7 @@ typedef struct {
 	 * at the daemon (gmx_dl_flush) and when it cannot grow. run_n: the commands it names (0: none). */
 	gmx_ring_entry_t run;
 	uint32_t run_n;
-	int64_t run_t0; /* the time of its first command */
+	int64_t run_t0;	  /* the time of its first command */
 	uint32_t up_room; /* free up-ring entries when last looked (gmx_dl_up_room), less pushes since */
 	/* counts for the shim log at exit (tests read them) */
 	uint64_t n_batched, n_entries, n_looks, n_lease_calls, n_clock;
@@ -125,8 +127,13 @@ void gmx_dl_seq_clear(void);
  * deadline to read them. The queue lock held, region mapped. 0 or -1 (full). */
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y);
 
-/* Pushes the run being gathered (if any) to the up ring; 0, or -1 when the ring has no room
- * (it then stays). The queue lock held, region mapped. */
+/* gmx_dl_push_batched for n commands seq .. seq + n - 1 of one type at one time (completions
+ * seen together): the run being gathered grows by as many as it takes at once. 0 or -1 (full). */
+int gmx_dl_push_batched_n(uint32_t type, uint32_t a, uint64_t seq, uint32_t n, uint64_t x, uint64_t y);
+
+/* Pushes the run being gathered (if any) to the up ring, into the room reserved when it began
+ * (so it never fails: 0; an int for the callers, which treat a failed push of theirs alike). The
+ * queue lock held, region mapped. */
 int gmx_dl_run_push(void);
 
 /* Looks whether the daemon must be woken for the batched entries pushed since the last look

@@ -45,10 +45,19 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 static void grant_flush(void *self);
 static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n);
 static void completed_locked(uint64_t seq, int64_t now);
+static void completed_many(const uint64_t *seqs, unsigned n, int64_t now);
 
-static const gmx_grant_ops_t g_daemon = {
-    "daemon", 0, grant_may_release, NULL, NULL, grant_completed, grant_host_wait, grant_prepare,
-    grant_lease_release, grant_flush, grant_completed_n};
+static const gmx_grant_ops_t g_daemon = {"daemon",
+					 0,
+					 grant_may_release,
+					 NULL,
+					 NULL,
+					 grant_completed,
+					 grant_host_wait,
+					 grant_prepare,
+					 grant_lease_release,
+					 grant_flush,
+					 grant_completed_n};
 
 int gmx_dl_active(void)
 {
@@ -104,7 +113,8 @@ int gmx_dl_flush(void)
 		return 0;
 	gmx_dl.unchecked = 0;
 	gmx_dl.n_looks++;
-	if (gmx_ring_batch_wake(&gmx_dl.region->up)) { /* the daemon sleeps with no deadline, or the ring fills */
+	if (gmx_ring_batch_wake(
+		&gmx_dl.region->up)) { /* the daemon sleeps with no deadline, or the ring fills */
 		uint64_t one = 1;
 		if (write(gmx_dl.efd_up, &one, sizeof one) < 0 && errno != EAGAIN)
 			gmx_shim_log("daemon: eventfd write failed: %s", strerror(errno));
@@ -119,9 +129,10 @@ int gmx_dl_run_push(void)
 	gmx_ring_entry_t e = gmx_dl.run;
 	uint32_t more = gmx_dl.run_n - 1;
 	e.a |= e.type == GMX_UP_RELEASED ? more << GMX_RUN_SHIFT : more;
-	/* Its room was reserved when the run began (gmx_dl_up_room counts it as taken). */
-	if (gmx_ring_space(&gmx_dl.region->up) < 1)
-		return -1;
+	/* Its room was reserved when the run began (gmx_dl_up_room counts it as taken, and every
+	 * other push to the up ring pushes the run first), so the daemon's head is not read here:
+	 * its cache line is the daemon's to write, and a look at it cost a transfer from the
+	 * daemon's core at every run. */
 	gmx_ring_push_lazy(&gmx_dl.region->up, &e);
 	gmx_dl.run_n = 0;
 	gmx_dl.n_entries++;
@@ -138,7 +149,9 @@ static int run_extends(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint
 	    gmx_dl.run_n >= GMX_RUN_MAX)
 		return 0;
 	/* completions seen together share their time; releases follow within the span */
-	return type == GMX_UP_COMPLETE ? y == r->y : (int64_t)y >= gmx_dl.run_t0 && (int64_t)y - gmx_dl.run_t0 <= GMX_RUN_SPAN_NS;
+	return type == GMX_UP_COMPLETE
+		   ? y == r->y
+		   : (int64_t)y >= gmx_dl.run_t0 && (int64_t)y - gmx_dl.run_t0 <= GMX_RUN_SPAN_NS;
 }
 
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
@@ -165,6 +178,28 @@ int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uin
 	gmx_dl.n_entries++;
 	if (++gmx_dl.unchecked >= GMX_BATCH_CHECK)
 		gmx_dl_flush();
+	return 0;
+}
+
+int gmx_dl_push_batched_n(uint32_t type, uint32_t a, uint64_t seq, uint32_t n, uint64_t x, uint64_t y)
+{
+	while (n > 0) {
+		if (!run_extends(type, a, seq, x, y)) { /* a run begins (or an entry of its own) */
+			if (gmx_dl_push_batched(type, a, seq, x, y) != 0)
+				return -1;
+			seq++;
+			n--;
+			continue;
+		}
+		uint32_t k = GMX_RUN_MAX - gmx_dl.run_n; /* run_extends: at least 1 */
+		if (k > n)
+			k = n;
+		gmx_dl.run_n += k;
+		gmx_dl.run.y = y;
+		gmx_dl.n_batched += k;
+		seq += k;
+		n -= k;
+	}
 	return 0;
 }
 
@@ -198,7 +233,6 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e)
 	}
 	return 0;
 }
-
 
 static seq_slot_t *seq_insert(uint64_t s)
 {
@@ -236,7 +270,8 @@ static void drain_inline(void)
 	while (!gmx_dl.migrating) {
 		uint32_t h = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
 		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-		if (h == t || t - h > GMX_RING_ENTRIES || r->e[h & (GMX_RING_ENTRIES - 1)].type == GMX_DOWN_MIGRATE)
+		if (h == t || t - h > GMX_RING_ENTRIES ||
+		    r->e[h & (GMX_RING_ENTRIES - 1)].type == GMX_DOWN_MIGRATE)
 			break;
 		gmx_ring_entry_t e;
 		if (gmx_ring_pop(r, &e) != 1)
@@ -274,7 +309,8 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 		}
 		return 0;
 	}
-	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), (uint64_t)now) != 0)
+	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd),
+				(uint64_t)now) != 0)
 		return 0;
 	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
 	gmx_dl.leased_total++;
@@ -297,7 +333,8 @@ static void notice(const gmx_shim_cmd_t *cmd)
 	}
 	for (uint32_t i = 0; s && i < nws; i++)
 		gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
-	if (s && gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes) != 0)
+	if (s &&
+	    gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes) != 0)
 		s->state = ST_TOMB;
 }
 
@@ -348,8 +385,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 	} else {
 		/* One clock reading serves the completions seen just now and this release. */
 		int64_t now = gmx_dl_stamp_ns();
-		for (unsigned i = 0; i < ndone; i++)
-			completed_locked(done[i], now);
+		completed_many(done, ndone, now);
 		if (ndone && gmx_dl_run_push() != 0) /* their run goes up now, whatever follows */
 			gmx_dl_desync_locked();
 		drain_inline(); /* a revoke already in the ring counts before this release */
@@ -367,13 +403,36 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 	return r;
 }
 
+/* Commands seqs[0..n) (oldest first) seen complete together at now (as completed_locked): a
+ * stretch of consecutive seqs that are the lease book's oldest leaves the book in one step and
+ * goes up as one run, whatever its length (the usual case: a stream of leased launches found
+ * idle); the rest one by one. The queue lock held, connected. */
+static void completed_many(const uint64_t *seqs, unsigned n, int64_t now)
+{
+	for (unsigned i = 0; i < n;) {
+		unsigned k = 1;
+		while (i + k < n && seqs[i + k] == seqs[i] + k)
+			k++;
+		if (k > 1 && gmx_shim_lease_completed_oldest(&gmx_dl.lease, seqs[i], k)) {
+			if (gmx_dl_push_batched_n(GMX_UP_COMPLETE, 0, seqs[i], k, 0,
+						  (uint64_t)(now ? now : gmx_dl_stamp_ns())) != 0)
+				gmx_dl_desync_locked();
+		} else {
+			for (unsigned j = 0; j < k; j++)
+				completed_locked(seqs[i + j], now);
+		}
+		i += k;
+	}
+}
+
 /* Command seq completed, seen at now (CLOCK_MONOTONIC ns; 0: read the clock when it is leased).
  * the queue lock held, connected. */
 static void completed_locked(uint64_t seq, int64_t now)
 {
 	if (gmx_shim_lease_completed(&gmx_dl.lease, seq)) {
 		/* Leased work completes in batches: the daemon reads it on its own schedule. */
-		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0, (uint64_t)(now ? now : gmx_dl_stamp_ns())) != 0)
+		if (gmx_dl_push_batched(GMX_UP_COMPLETE, 0, seq, 0,
+					(uint64_t)(now ? now : gmx_dl_stamp_ns())) != 0)
 			gmx_dl_desync_locked();
 		return;
 	}
@@ -408,8 +467,7 @@ static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n)
 		return;
 	if (gmx_dl.connected) {
 		int64_t now = gmx_dl.lease.now ? gmx_dl_stamp_ns() : 0; /* leased ones carry a time */
-		for (unsigned i = 0; i < n; i++)
-			completed_locked(seqs[i], now);
+		completed_many(seqs, n, now);
 		if (gmx_dl_run_push() != 0) /* their run goes up now: the daemon reads it on its schedule */
 			gmx_dl_desync_locked();
 	}
@@ -426,7 +484,8 @@ static void grant_host_wait(void *self)
 		return;
 	if (gmx_dl.connected) {
 		gmx_ring_entry_t e = {.type = GMX_UP_HOST_WAIT};
-		if (gmx_dl_run_push() == 0 && gmx_dl_up_room(1) && gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
+		if (gmx_dl_run_push() == 0 && gmx_dl_up_room(1) &&
+		    gmx_ring_push_quiet(&gmx_dl.region->up, &e) == 0)
 			gmx_dl.up_room--;
 	}
 }
@@ -548,9 +607,11 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || gmx_shim_policy != &g_daemon)
 		return;
 	gmx_shim_queue_lock();
-	gmx_shim_log("daemon link leased=%llu batched=%llu entries=%llu looks=%llu lease_calls=%llu clock_reads=%llu stamp=%s",
-		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched, (unsigned long long)gmx_dl.n_entries,
-		     (unsigned long long)gmx_dl.n_looks, (unsigned long long)gmx_dl.n_lease_calls,
-		     (unsigned long long)gmx_dl.n_clock, gmx_dl_stamp_tsc() ? "tsc" : "clock");
+	gmx_shim_log("daemon link leased=%llu batched=%llu entries=%llu looks=%llu lease_calls=%llu "
+		     "clock_reads=%llu stamp=%s",
+		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched,
+		     (unsigned long long)gmx_dl.n_entries, (unsigned long long)gmx_dl.n_looks,
+		     (unsigned long long)gmx_dl.n_lease_calls, (unsigned long long)gmx_dl.n_clock,
+		     gmx_dl_stamp_tsc() ? "tsc" : "clock");
 	gmx_shim_queue_unlock();
 }

@@ -57,11 +57,10 @@ static void event_put(gmx_sq *q, CUevent e)
 	}
 }
 
-
 /* Nonzero when q's newest in-flight command has no completion event yet. */
 int gmx_q_tail_unmarked(const gmx_sq *q)
 {
-	return q->rlen > 0 && !q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap];
+	return q->rlen > 0 && !q->ring[(unsigned)(q->rhead + q->rlen - 1) & gmx_q.ring_mask];
 }
 
 /* Before a command is released onto q: if q's newest in-flight command has no completion event,
@@ -88,7 +87,7 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 	if (!e)
 		return;
 	if (rec && rec(e, q->real) == CUDA_SUCCESS) {
-		q->ring[(q->rhead + q->rlen - 1) % gmx_q.ring_cap] = e;
+		q->ring[(unsigned)(q->rhead + q->rlen - 1) & gmx_q.ring_mask] = e;
 		gmx_q.events_recorded++;
 	} else {
 		event_put(q, e);
@@ -111,7 +110,7 @@ int gmx_q_track(gmx_sq *q, uint64_t seq)
 		}
 		gmx_q.events_recorded++;
 	}
-	int at = (q->rhead + q->rlen) % gmx_q.ring_cap;
+	unsigned at = (unsigned)(q->rhead + q->rlen) & gmx_q.ring_mask;
 	q->ring[at] = e;
 	q->ring_seq[at] = seq;
 	q->rlen++;
@@ -127,7 +126,7 @@ static uint64_t retire_quiet(gmx_sq *q, CUresult r)
 	uint64_t seq = q->ring_seq[q->rhead];
 	if (r != CUDA_SUCCESS && q->deferred == CUDA_SUCCESS)
 		q->deferred = r;
-	q->rhead = (q->rhead + 1) % gmx_q.ring_cap;
+	q->rhead = (int)((unsigned)(q->rhead + 1) & gmx_q.ring_mask);
 	q->rlen--;
 	gmx_q.inflight--;
 	if (e)
@@ -174,7 +173,8 @@ void gmx_q_reap(void)
 		while (q->rlen > 0) {
 			CUevent e = q->ring[q->rhead];
 			gmx_q.stream_queries += !e;
-			CUresult r = e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
+			CUresult r =
+			    e ? (query ? query(e) : CUDA_SUCCESS) : (squery ? squery(q->real) : CUDA_SUCCESS);
 			if (r == CUDA_ERROR_NOT_READY) {
 				q->busy = 1;
 				break;
@@ -188,7 +188,6 @@ void gmx_q_reap(void)
 		}
 	}
 }
-
 
 /* When q's newest in-flight command has no event and the stream's query finds it idle: retires
  * all of q's in-flight commands, the first GMX_DONE_BATCH into done[] without telling the policy
@@ -210,4 +209,3 @@ unsigned gmx_q_collect_idle(gmx_sq *q, uint64_t done[GMX_DONE_BATCH])
 	}
 	return nd;
 }
-

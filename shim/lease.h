@@ -11,15 +11,16 @@
 
 #include <stdint.h>
 
-#define GMX_LEASE_SEQS 1024 /* leased commands in flight at most (GPUMUX_SHIM_INFLIGHT's maximum); a power of two */
+#define GMX_LEASE_SEQS                                                                                       \
+	1024 /* leased commands in flight at most (GPUMUX_SHIM_INFLIGHT's maximum); a power of two */
 
 typedef struct {
-	uint32_t inflight; /* leased commands in flight at most; 0: no lease */
-	uint32_t now;	   /* leased commands in flight */
-	int64_t until;	   /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
-	uint64_t last_seq; /* the last seq released under a lease this session (0: none) */
-	uint32_t head;	   /* the ring's oldest entry */
-	uint64_t allocs;   /* ALLOC entries pushed this session (an oversubscribed client's) */
+	uint32_t inflight;	       /* leased commands in flight at most; 0: no lease */
+	uint32_t now;		       /* leased commands in flight */
+	int64_t until;		       /* no release from this CLOCK_MONOTONIC ns on; 0: no end */
+	uint64_t last_seq;	       /* the last seq released under a lease this session (0: none) */
+	uint32_t head;		       /* the ring's oldest entry */
+	uint64_t allocs;	       /* ALLOC entries pushed this session (an oversubscribed client's) */
 	uint64_t seqs[GMX_LEASE_SEQS]; /* a ring: the leased commands in flight, oldest (at head) first */
 } gmx_shim_lease_t;
 
@@ -39,7 +40,8 @@ enum {
 /* The decision for one release at now_ns, with `granted` commands the daemon granted in flight
  * besides (the bound counts everything the task has in flight, as the policy does); `blocked`
  * (a migration running, the session being restarted): nothing goes under the lease. */
-static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked, uint32_t granted)
+static inline int gmx_shim_lease_decide(const gmx_shim_lease_t *l, int64_t now_ns, int blocked,
+					uint32_t granted)
 {
 	int ended = l->until && now_ns >= l->until;
 	if (!l->inflight || ended)
@@ -88,6 +90,20 @@ static inline void gmx_shim_lease_released(gmx_shim_lease_t *l, uint64_t seq)
 	if (l->now < GMX_LEASE_SEQS)
 		l->seqs[(l->head + l->now++) & (GMX_LEASE_SEQS - 1)] = seq;
 	l->last_seq = seq;
+}
+
+/* Commands first .. first + n - 1 completed together: 1 if they are the n oldest leased
+ * commands in flight (now forgotten: one step of the head), else 0 and nothing changes. The
+ * book holds seqs in release order, strictly increasing (gmx_shim_lease_released appends, a
+ * completion removes), so its oldest and its n-th oldest say it: n seqs strictly between them. */
+static inline int gmx_shim_lease_completed_oldest(gmx_shim_lease_t *l, uint64_t first, uint32_t n)
+{
+	if (n == 0 || n > l->now || gmx_shim_lease_seq_at(l, 0) != first ||
+	    gmx_shim_lease_seq_at(l, n - 1) != first + n - 1)
+		return 0;
+	l->head = (l->head + n) & (GMX_LEASE_SEQS - 1);
+	l->now -= n;
+	return 1;
 }
 
 /* Command seq completed: 1 if it was a leased command in flight (now forgotten), else 0. */

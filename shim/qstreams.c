@@ -60,8 +60,8 @@ static gmx_sq *sq_new(CUcontext ctx, CUstream user, int kind)
 	gmx_sq *q = calloc(1, sizeof *q);
 	if (!q)
 		return NULL;
-	q->ring = calloc((size_t)gmx_q.ring_cap, sizeof *q->ring);
-	q->ring_seq = calloc((size_t)gmx_q.ring_cap, sizeof *q->ring_seq);
+	q->ring = calloc((size_t)gmx_q.ring_mask + 1, sizeof *q->ring);
+	q->ring_seq = calloc((size_t)gmx_q.ring_mask + 1, sizeof *q->ring_seq);
 	if (!q->ring || !q->ring_seq) {
 		free(q->ring);
 		free(q->ring_seq);
@@ -148,4 +148,3 @@ gmx_sq *gmx_q_sq_find(CUstream s, int ptsz, int create)
 	}
 	return found;
 }
-

@@ -46,6 +46,10 @@ static void init_once(void)
 	gmx_q.inflight_max =
 	    (int)env_long("GPUMUX_SHIM_INFLIGHT", GMX_INFLIGHT_DEFAULT, GMX_INFLIGHT_MIN, GMX_INFLIGHT_MAX);
 	gmx_q.ring_cap = gmx_q.inflight_max > GMX_SHIM_LEASED_MAX ? gmx_q.inflight_max : GMX_SHIM_LEASED_MAX;
+	unsigned slots = 1;
+	while (slots < (unsigned)gmx_q.ring_cap)
+		slots <<= 1;
+	gmx_q.ring_mask = slots - 1;
 	gmx_q.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
 	__atomic_store_n(&gmx_q.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
@@ -209,7 +213,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		if (gmx_q_counted(c->info.kind) && gmx_q.inflight >= gmx_q.inflight_max)
 			gmx_q_reap();
 		int ok = gmx_q_can_release(c);
-		if (!ok && gmx_q.inflight > 0) { /* the policy's bound may wait for a completion not yet seen */
+		if (!ok &&
+		    gmx_q.inflight > 0) { /* the policy's bound may wait for a completion not yet seen */
 			gmx_q_reap();
 			ok = gmx_q_can_release(c);
 		}
@@ -253,8 +258,8 @@ void gmx_shim_capture_begin(void)
 void gmx_shim_capture_end(void)
 {
 	int v = __atomic_load_n(&gmx_q.captures, __ATOMIC_RELAXED);
-	while (v > 0 &&
-	       !__atomic_compare_exchange_n(&gmx_q.captures, &v, v - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+	while (v > 0 && !__atomic_compare_exchange_n(&gmx_q.captures, &v, v - 1, 0, __ATOMIC_RELAXED,
+						     __ATOMIC_RELAXED))
 		;
 }
 
@@ -483,8 +488,8 @@ void gmx_shim_queue_atfork_child(void)
 int gmx_shim_straight(CUstream s, int ptsz)
 {
 	/* gmx_q.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
-	return __atomic_load_n(&gmx_q.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 && !gmx_q_is_ptds(s, ptsz) &&
-	       __atomic_load_n(&gmx_q.queued, __ATOMIC_ACQUIRE) == 0;
+	return __atomic_load_n(&gmx_q.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 &&
+	       !gmx_q_is_ptds(s, ptsz) && __atomic_load_n(&gmx_q.queued, __ATOMIC_ACQUIRE) == 0;
 }
 
 /* The queue's counts, in the shim log when the process ends (tests read them: which thread
@@ -494,10 +499,11 @@ __attribute__((destructor)) static void report(void)
 	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&gmx_q.lock);
-	gmx_shim_log("queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
-		     "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu",
-		     gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
-		     gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields,
-		     __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED));
+	gmx_shim_log(
+	    "queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
+	    "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu",
+	    gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
+	    gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields,
+	    __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED));
 	pthread_mutex_unlock(&gmx_q.lock);
 }

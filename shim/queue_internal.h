@@ -69,8 +69,9 @@ struct gmx_sq {
 };
 
 #define EV_BUCKETS 1024
-#define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
-#define GMX_FULL_YIELDS 32 /* a leased launch yields this often at most for room to report it, then queues */
+#define GMX_DONE_BATCH 64  /* completions handed to the policy with one leased release */
+#define GMX_FULL_YIELDS 32 /* a leased launch yields this often at most for room to report it, then queues   \
+			    */
 
 typedef struct {
 	pthread_mutex_t lock;
@@ -80,7 +81,9 @@ typedef struct {
 	uint64_t seq;
 	size_t queued; /* commands in all queues */
 	int inflight, inflight_max;
-	int ring_cap; /* each stream's in-flight ring: max(inflight_max, GMX_SHIM_LEASED_MAX), the leased path's bound */
+	int ring_cap;	    /* the leased path's bound: max(inflight_max, GMX_SHIM_LEASED_MAX) */
+	unsigned ring_mask; /* each stream's in-flight ring holds ring_mask + 1 >= ring_cap entries, a
+			     * power of two: a slot is an AND, not a division, at every launch */
 	long poll_ns;
 	int dispatcher;
 	int disp_idle; /* the dispatcher waits with nothing queued or in flight (no timeout) */
@@ -92,17 +95,19 @@ typedef struct {
 	pthread_cond_t cv_poll;
 	int poll_kicked;
 	int lease_full; /* the last leased release left the lease no room: the next asks the stream first */
-	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
-	unsigned gen;  /* bumped when a queue is freed: invalidates per-thread caches */
+	int untracked;	/* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
+	unsigned gen;	/* bumped when a queue is freed: invalidates per-thread caches */
 	int captures;
 	evinfo_t *ev[EV_BUCKETS];
 	gmx_cmd *free_cmds;
 	/* counts for the shim log at exit (queue.c's report) */
 	unsigned long released_caller, released_dispatcher, released_leased, events_recorded;
-	unsigned long disp_sleeps, disp_wakes; /* the dispatcher went to sleep without a timeout; was woken from it */
-	unsigned long stream_queries;	       /* cuStreamQuery calls to see completions */
-	unsigned long full_yields;	       /* yields of a leased launch while the policy had no room to report it */
-	unsigned long polls_skipped;	       /* dispatcher polls that left the queue lock alone: leased launches went on */
+	unsigned long disp_sleeps,
+	    disp_wakes;		      /* the dispatcher went to sleep without a timeout; was woken from it */
+	unsigned long stream_queries; /* cuStreamQuery calls to see completions */
+	unsigned long full_yields; /* yields of a leased launch while the policy had no room to report it */
+	unsigned long
+	    polls_skipped; /* dispatcher polls that left the queue lock alone: leased launches went on */
 } gmx_qstate_t;
 
 /* The queues' state (queue.c defines it). */
@@ -111,9 +116,9 @@ extern gmx_qstate_t gmx_q;
 /* Initial-exec TLS: a few bytes of the static TLS block, read without a __tls_get_addr call on
  * every launch (glibc keeps surplus static TLS for libraries loaded by dlopen, as this one may be). */
 #define GMX_TLS __thread __attribute__((tls_model("initial-exec")))
-extern GMX_TLS int tl_dispatcher;      /* this thread is the dispatcher */
-extern GMX_TLS CUcontext tl_disp_ctx;  /* the dispatcher's current context */
-extern GMX_TLS gmx_sq *tl_last_q;      /* gmx_q_sq_find's cache: the last application stream's queue */
+extern GMX_TLS int tl_dispatcher;     /* this thread is the dispatcher */
+extern GMX_TLS CUcontext tl_disp_ctx; /* the dispatcher's current context */
+extern GMX_TLS gmx_sq *tl_last_q;     /* gmx_q_sq_find's cache: the last application stream's queue */
 extern GMX_TLS CUstream tl_last_stream;
 extern GMX_TLS unsigned tl_last_gen;
 

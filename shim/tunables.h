@@ -9,7 +9,7 @@
 #define GMX_INFLIGHT_MAX 1024
 /* Commands in flight at most on the leased path (gmx_q_leased_straight) when GPUMUX_SHIM_INFLIGHT
  * is lower: the daemon's lease bounds them (a time-sized lease, core's GMX_LEASE_DEPTH_MAX, goes
- * up to 64), and each stream's in-flight ring holds this many. */
+ * up to 64), and each stream's in-flight ring holds at least this many. */
 #define GMX_SHIM_LEASED_MAX 64
 
 /* How often a waiting thread or the dispatcher re-checks completions and grants (µs). */

@@ -138,6 +138,34 @@ static void ring_wraps(void **state)
 
 /* An allocation reported ends the lease at once (its memory is not resident); a LEASE the daemon
  * sent before it read that allocation counts as a revoke, one sent after it applies. */
+/* A stretch of consecutive completions that are the book's oldest leaves in one step (across
+ * the ring's end); one that is not (a gap, another stream's seqs first, more than in flight)
+ * changes nothing, and the one-by-one path still finds each. */
+static void oldest_run_completes(void **state)
+{
+	(void)state;
+	gmx_shim_lease_t l = {0};
+	l.head = GMX_LEASE_SEQS - 3; /* the stretch wraps */
+	gmx_shim_lease_apply(&l, 64, 0);
+	for (uint64_t s = 100; s < 108; s++)
+		gmx_shim_lease_released(&l, s);
+	gmx_shim_lease_released(&l, 110); /* a gap: 108 and 109 went elsewhere */
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 101, 3), 0);  /* not the oldest */
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 100, 10), 0); /* more than in flight */
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 100, 0), 0);
+	assert_int_equal(l.now, 9);
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 100, 5), 1);
+	assert_int_equal(l.now, 4);
+	assert_int_equal(gmx_shim_lease_seq_at(&l, 0), 105);
+	/* 105..108 are four consecutive seqs, but 108 is not in the book: 110 is its fourth. */
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 105, 4), 0);
+	assert_int_equal(gmx_shim_lease_completed_oldest(&l, 105, 3), 1);
+	assert_int_equal(gmx_shim_lease_seq_at(&l, 0), 110);
+	assert_int_equal(gmx_shim_lease_completed(&l, 110), 1);
+	assert_int_equal(l.now, 0);
+	assert_int_equal(l.head, 6); /* nine completed from GMX_LEASE_SEQS - 3: past the ring's end */
+}
+
 static void allocation_ends_lease(void **state)
 {
 	(void)state;
@@ -159,13 +187,10 @@ static void allocation_ends_lease(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(no_lease_asks),
-	    cmocka_unit_test(bound_holds_then_releases),
-	    cmocka_unit_test(end_and_revoke),
-	    cmocka_unit_test(granted_count),
-	    cmocka_unit_test(leased_seqs),
-	    cmocka_unit_test(ring_wraps),
-	    cmocka_unit_test(allocation_ends_lease),
+	    cmocka_unit_test(no_lease_asks),	    cmocka_unit_test(bound_holds_then_releases),
+	    cmocka_unit_test(end_and_revoke),	    cmocka_unit_test(granted_count),
+	    cmocka_unit_test(leased_seqs),	    cmocka_unit_test(ring_wraps),
+	    cmocka_unit_test(oldest_run_completes), cmocka_unit_test(allocation_ends_lease),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
