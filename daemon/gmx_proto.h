@@ -20,8 +20,9 @@
 #include <stdint.h>
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
-#define GMX_PROTO_VERSION 5u	    /* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs; 5: leases of
-				     * oversubscribed clients (LEASE y, evictions after leased work) */
+/* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs; 5: leases of oversubscribed clients (LEASE
+ * y, evictions after leased work); 6: evictions that need not wait for granted work (MIGRATE a = 2) */
+#define GMX_PROTO_VERSION 6u
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -100,6 +101,14 @@ typedef struct {
 /* Predicted ranges one command may carry (a template's terms, see gpumux/template.h). */
 #define GMX_RANGES_MAX 64u
 
+/* A migration order's direction and when it runs (MIGRATE's a). */
+enum {
+	GMX_MIGRATE_EVICT = 0,	   /* to host, once the work granted before it has finished */
+	GMX_MIGRATE_LOAD = 1,	   /* to device */
+	GMX_MIGRATE_EVICT_NOW = 2, /* to host at once: the daemon kept the work it granted off this
+				    * memory (the work released under a lease is still waited for) */
+};
+
 /* Ring entry types. */
 enum {
 	/* up */
@@ -108,7 +117,7 @@ enum {
 			    * seq .. seq+n-1 completed, seen at y (CLOCK_MONOTONIC ns) */
 	GMX_UP_ALLOC,	   /* x = address, y = size: managed allocation made */
 	GMX_UP_FREE,	   /* x = address */
-	GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished */
+	GMX_UP_MIG_DONE,   /* seq = order token: a migration order finished; a = 1 a load, 0 an eviction */
 	GMX_UP_HOST_WAIT,  /* a host thread blocks on the device (a synchronisation) */
 	GMX_UP_RANGE,	   /* seq: the command's predicted working set includes x .. x+y; sent
 			    * before that command's NOTICE, at most GMX_RANGES_MAX per command */
@@ -120,7 +129,7 @@ enum {
 			    * lease before it (0: none yet) */
 	/* down */
 	GMX_DOWN_GRANT = 64, /* seq: may be released */
-	GMX_DOWN_MIGRATE,    /* seq = token; a = 1 to device, 0 to host; x = address, y = length */
+	GMX_DOWN_MIGRATE,    /* seq = token; a = GMX_MIGRATE_*; x = address, y = length */
 	GMX_DOWN_LEASE,	     /* seq = lease id (1, 2, ... per session); a = commands in flight (leased
 			      * or granted) below which one goes under it (0 revokes); x = no release from this CLOCK_MONOTONIC ns on (0:
 			      * no end) */

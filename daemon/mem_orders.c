@@ -14,24 +14,23 @@
 
 void gmxd__send_load(client_t *v, uint64_t ptr, uint64_t len)
 {
-	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 1, .seq = ++SRV.tokens, .x = ptr, .y = len};
+	gmx_ring_entry_t e = {
+	    .type = GMX_DOWN_MIGRATE, .a = GMX_MIGRATE_LOAD, .seq = ++SRV.tokens, .x = ptr, .y = len};
 	if (v->dead || v->cut)
 		return;
 	v->st.mig_in_bytes += len;
 	gmxd__send_action(v, &e);
 }
 
-void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
+void gmxd__send_evict(client_t *v, uint64_t ptr, uint64_t len, int untouched)
 {
-	client_t *v = &SRV.cl[task];
-	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE, .a = 0, .seq = ++SRV.tokens, .x = ptr, .y = len};
+	gmx_ring_entry_t e = {.type = GMX_DOWN_MIGRATE,
+			      .a = untouched ? GMX_MIGRATE_EVICT_NOW : GMX_MIGRATE_EVICT,
+			      .seq = ++SRV.tokens,
+			      .x = ptr,
+			      .y = len};
 	if (v->dead || v->cut)
 		return;
-	if (to_device) {
-		*(int *)ctx = 1;
-		gmxd__send_load(v, ptr, len);
-		return;
-	}
 	gmxd__lease_memory_moves(v); /* its lease ends before this eviction in its ring */
 	gmxd__push_down(v, &e);
 	if (!v->cut) {
@@ -41,6 +40,18 @@ void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uin
 		v->evicts++;
 		SRV.evicts_outstanding++;
 	}
+}
+
+void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len)
+{
+	client_t *v = &SRV.cl[task];
+	if (to_device) {
+		if (!v->dead && !v->cut)
+			*(int *)ctx = 1;
+		gmxd__send_load(v, ptr, len);
+		return;
+	}
+	gmxd__send_evict(v, ptr, len, 0);
 }
 
 static int cmp_seq(const void *a, const void *b)

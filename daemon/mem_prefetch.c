@@ -23,8 +23,8 @@ static void keep_load(void *ctx, uint32_t task, int to_device, uint64_t ptr, uin
 {
 	gmxd_prefetch_t *pf = ctx;
 	if (!to_device) {
-		int unused = 0;
-		gmxd__emit_order(&unused, task, 0, ptr, len);
+		/* The plan protected every client's granted work: the owner need not wait for it. */
+		gmxd__send_evict(&SRV.cl[task], ptr, len, 1);
 		return;
 	}
 	if (pf->n == pf->cap) {
@@ -35,8 +35,8 @@ static void keep_load(void *ctx, uint32_t task, int to_device, uint64_t ptr, uin
 		pf->e = ne;
 		pf->cap = nc;
 	}
-	pf->e[pf->n++] =
-	    (gmx_ring_entry_t){.type = GMX_DOWN_MIGRATE, .a = 1, .x = ptr, .y = len}; /* c's own */
+	pf->e[pf->n++] = (gmx_ring_entry_t){
+	    .type = GMX_DOWN_MIGRATE, .a = GMX_MIGRATE_LOAD, .x = ptr, .y = len}; /* c's own */
 }
 
 /* Whether c is HP: the best priority among live clients while some has a worse one. Its plan

@@ -392,6 +392,10 @@ int gmxd__plan_memory(client_t *c, dcmd_t *d);
  * after the outstanding evictions; gmxd__emit_order is the planner's emit: evictions pushed to
  * their owner at once (its lease revoked ahead), loads as gmxd__send_load (ctx: an int set). */
 void gmxd__send_load(client_t *v, uint64_t ptr, uint64_t len);
+/* Sends an eviction of v's ptr..ptr+len to v at once, its lease revoked ahead; untouched: the
+ * plan kept the work granted to v off this memory, so v runs it without waiting for that work
+ * (GMX_MIGRATE_EVICT_NOW; leased work is still waited for). */
+void gmxd__send_evict(client_t *v, uint64_t ptr, uint64_t len, int untouched);
 void gmxd__emit_order(void *ctx, uint32_t task, int to_device, uint64_t ptr, uint64_t len);
 
 #define GMXD_SLICE_CMDS 256 /* the earliest commands of a task that make its slice */

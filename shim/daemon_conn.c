@@ -348,9 +348,10 @@ static int try_connect(void)
 	return 0;
 }
 
-/* Runs one migration order on the thread's own stream and waits for it. */
-static int run_migration(uint64_t ptr, uint64_t len, int to_device)
+/* Runs one migration order (how: GMX_MIGRATE_*) on the thread's own stream and waits for it. */
+static int run_migration(uint64_t ptr, uint64_t len, uint32_t how)
 {
+	int to_device = how == GMX_MIGRATE_LOAD;
 	CUcontext ctx = gmx_dl_alloc_find(ptr, &len);
 	if (!ctx)
 		return -ENOENT; /* freed meanwhile: nothing to move */
@@ -368,12 +369,16 @@ static int run_migration(uint64_t ptr, uint64_t len, int to_device)
 	/* An eviction waits until everything the daemon granted this process before it has been
 	 * released and has finished, and everything released under a lease has finished: those
 	 * kernels may still be queued here or running on the memory that now moves out. (Grants
-	 * after the order wait for it: ring order.) */
+	 * after the order wait for it: ring order.) An EVICT_NOW's memory is none that the granted
+	 * work was predicted to touch (the daemon planned around it), so only leased work, which
+	 * carries no prediction, is waited for: the eviction, and the load behind it, then run
+	 * while the granted kernel computes. */
 	while (!to_device) {
 		gmx_shim_queue_lock();
 		/* Leased commands too: the daemon revoked the lease before this order (ring order),
 		 * so no more go, but those released may run on this memory. */
-		unsigned pending = gmx_dl.connected ? gmx_dl.granted + gmx_dl.lease.now : 0;
+		unsigned granted = how == GMX_MIGRATE_EVICT_NOW ? 0 : gmx_dl.granted;
+		unsigned pending = gmx_dl.connected ? granted + gmx_dl.lease.now : 0;
 		gmx_shim_queue_unlock();
 		if (!pending)
 			break;
@@ -415,10 +420,11 @@ static int drain_down(void)
 		} else if (e.type == GMX_DOWN_MIGRATE) {
 			gmx_dl.migrating = 1;
 			gmx_shim_queue_unlock();
-			run_migration(e.x, e.y, e.a != 0);
+			run_migration(e.x, e.y, e.a);
 			gmx_shim_queue_lock();
 			gmx_dl.migrating = 0;
-			if (gmx_dl.connected && gmx_dl_push_up(GMX_UP_MIG_DONE, e.a, e.seq, e.x, 0) != 0)
+			if (gmx_dl.connected &&
+			    gmx_dl_push_up(GMX_UP_MIG_DONE, e.a == GMX_MIGRATE_LOAD, e.seq, e.x, 0) != 0)
 				gmx_dl_desync_locked();
 		}
 	}

@@ -144,7 +144,7 @@ static inline void down(tconn_t *c, uint64_t seq, int *grants, int *evictions, i
 	*grants = *evictions = 0;
 	while (gmx_ring_pop(&c->r->down, &e) == 1) {
 		*grants += e.type == GMX_DOWN_GRANT && e.seq == seq;
-		if (e.type == GMX_DOWN_MIGRATE && e.a == 0) {
+		if (e.type == GMX_DOWN_MIGRATE && e.a != GMX_MIGRATE_LOAD) {
 			++*evictions;
 			if (ack)
 				up_entry(c, GMX_UP_MIG_DONE, 0, e.seq, e.x, 0);

@@ -161,10 +161,10 @@ static void test_oversubscribed_lease_follows_residency(void **state)
 	gmxd__fini();
 }
 
-/* An interposer of protocol 4 would take an oversubscribed lease without its contract (evictions
- * after its leased work, a new allocation ending the lease): the daemon refuses it, naming both
- * versions, rather than leasing it. */
-static void test_protocol_4_interposer_refused(void **state)
+/* An interposer of the protocol before (5) would read an eviction that need not wait for granted
+ * work (MIGRATE a = 2) as a load: the daemon refuses it, naming both versions. (Version 4 would
+ * also take an oversubscribed lease without its contract.) */
+static void test_older_interposer_refused(void **state)
 {
 	(void)state;
 	gmxd_config_default(&cfg);
@@ -176,7 +176,7 @@ static void test_protocol_4_interposer_refused(void **state)
 	gmx_msg_hello_t h;
 	memset(&h, 0, sizeof h);
 	gmx_msg_init(&h.h, GMX_MSG_HELLO, sizeof h);
-	h.h.version = 4;
+	h.h.version = GMX_PROTO_VERSION - 1;
 	h.priority = 5;
 	h.flags = GMX_HELLO_OVERSUBSCRIBE;
 	snprintf(h.name, sizeof h.name, "old");
@@ -188,8 +188,8 @@ static void test_protocol_4_interposer_refused(void **state)
 	assert_true(recv(sv[0], &r, sizeof r, MSG_DONTWAIT) >= (ssize_t)sizeof r.h);
 	assert_int_equal(r.h.type, GMX_MSG_REFUSED);
 	assert_int_equal(r.error, EPROTONOSUPPORT);
-	assert_non_null(strstr(r.reason, "protocol version 4"));
-	assert_non_null(strstr(r.reason, "version 5"));
+	assert_non_null(strstr(r.reason, "protocol version 5"));
+	assert_non_null(strstr(r.reason, "version 6"));
 	close(sv[0]);
 	gmxd__fini();
 }
@@ -200,7 +200,7 @@ int main(void)
 	gmxd_log_to(NULL);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_oversubscribed_lease_follows_residency),
-	    cmocka_unit_test(test_protocol_4_interposer_refused),
+	    cmocka_unit_test(test_older_interposer_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,7 +58,7 @@ static uint64_t loaded(const downs_t *d, int from, int to, uint32_t w)
 static void ack_evictions(tconn_t *c, const downs_t *d)
 {
 	for (int i = 0; i < d->n; i++)
-		if (d->e[i].type == GMX_DOWN_MIGRATE && d->e[i].a == 0)
+		if (d->e[i].type == GMX_DOWN_MIGRATE && d->e[i].a != GMX_MIGRATE_LOAD)
 			up_entry(c, GMX_UP_MIG_DONE, 0, d->e[i].seq, d->e[i].x, 0);
 }
 
@@ -136,7 +136,7 @@ static void run(long link_mb_s, uint64_t hp_mb, downs_t *d, int *g, tconn_t *hp,
 	downs_t h;
 	pop_all(hp, &h);
 	for (int i = 0; i < h.n; i++)
-		if (h.e[i].type == GMX_DOWN_MIGRATE && h.e[i].a == 0)
+		if (h.e[i].type == GMX_DOWN_MIGRATE && h.e[i].a != GMX_MIGRATE_LOAD)
 			fail_msg("HP's memory evicted for the LP client's prefetch");
 	assert_int_equal(gmxd_mem_resident(SRV.mem, (uint32_t)task_of(hp)), hp_mb * MIB);
 	books();
@@ -197,6 +197,16 @@ static void test_windows_ahead_when_the_link_has_time_to_spare(void **state)
 	for (uint32_t w = 7; w <= 11; w++)
 		assert_int_equal(loaded(&d, 0, d.n, w), 0);
 	assert_int_equal(SRV.mig_ahead_bytes, 4 * WIN);
+	/* The room for them: window 0 (seq 3's, done), evicted at once (EVICT_NOW: the plan kept
+	 * the granted seq 4's window 1, so the client need not wait for seq 4 to finish). */
+	int evict_now = 0;
+	for (int i = 0; i < d.n; i++)
+		if (d.e[i].type == GMX_DOWN_MIGRATE && d.e[i].a != GMX_MIGRATE_LOAD) {
+			assert_int_equal(d.e[i].a, GMX_MIGRATE_EVICT_NOW);
+			assert_true(d.e[i].x >= LP_BASE + 2 * WIN || d.e[i].x + d.e[i].y <= LP_BASE + WIN);
+			evict_now++;
+		}
+	assert_true(evict_now > 0);
 	finish(&hp, &lp);
 }
 
