@@ -97,9 +97,31 @@ void gmxd__live(const client_t *c, int on)
 		SRV.live[t / 64] &= ~(1ull << (t % 64));
 }
 
+/* Forgets what c announced ahead (it left, or its slot is freed). */
+static void ahead_clear(client_t *c)
+{
+	for (uint32_t i = 0; i < c->nahead; i++)
+		dcmd_free(c->ahead[i]);
+	c->nahead = 0;
+}
+
+/* Takes c's command seq out of what it announced ahead: the command, or NULL if not announced. */
+static dcmd_t *ahead_take(client_t *c, uint64_t seq)
+{
+	for (uint32_t i = 0; i < c->nahead; i++)
+		if (c->ahead[i]->cseq == seq) {
+			dcmd_t *d = c->ahead[i];
+			memmove(&c->ahead[i], &c->ahead[i + 1], (c->nahead - i - 1) * sizeof c->ahead[0]);
+			c->nahead--;
+			return d;
+		}
+	return NULL;
+}
+
 void gmxd__free_slot(client_t *c)
 {
 	gmxd__live(c, 0);
+	ahead_clear(c);
 	for (int h = 0; h < HASH; h++)
 		for (dcmd_t *d = c->hash[h], *nx; d; d = nx) {
 			nx = d->hnext;
@@ -185,6 +207,7 @@ void gmxd__drop_client(client_t *c, const char *why)
 	c->nallocs = 0;
 	c->alloc_bytes = 0;
 	c->nr = 0;
+	ahead_clear(c);
 	/* Its commands stay in its hash as orphans until the policy lets go of them. */
 	for (int i = 0; i < HASH; i++)
 		for (dcmd_t *d = c->hash[i]; d; d = d->hnext) {
@@ -231,6 +254,14 @@ static void protocol_error(client_t *c, const char *fmt, ...)
 	gmxd__cut(c, why);
 }
 
+/* What the policy sees of a notice's command kind (gmx_proto.h's). */
+static gmx_op_kind_t op_kind(uint32_t a)
+{
+	return a == GMX_PROTO_KIND_COPY	    ? GMX_OP_COPY_H2D
+	       : a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET
+					    : GMX_OP_KERNEL;
+}
+
 /* A command the client released under its lease (reported in a batch): checked against the
  * lease in effect at that point of the ring, then handed to the policy already in flight. */
 static void leased_release(client_t *c, const gmx_ring_entry_t *e)
@@ -261,6 +292,9 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 			       seq, (long long)((int64_t)e->y - c->l_until));
 		return;
 	}
+	dcmd_t *was = ahead_take(c, e->seq); /* announced ahead: it is here now */
+	if (was)
+		dcmd_free(was);
 	if (c->queued + c->inflight >= GMXD_CMDS_PER_CLIENT) {
 		protocol_error(c, "malformed message: more than %d commands announced and not completed",
 			       GMXD_CMDS_PER_CLIENT);
@@ -279,8 +313,7 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 	d->notice_ns = (int64_t)e->y;
 	d->c.seq = ++SRV.seq;
 	d->c.task = c->task;
-	d->c.kind = e->a == GMX_PROTO_KIND_COPY ? GMX_OP_COPY_H2D : e->a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET
-											     : GMX_OP_KERNEL;
+	d->c.kind = op_kind(e->a);
 	d->c.kernel_id = e->x;
 	d->c.leased = 1;
 	hash_put(c, d);
@@ -317,6 +350,67 @@ static void completed(client_t *c, const gmx_ring_entry_t *e)
 	dcmd_free(d);
 }
 
+/* A new command with the RANGEs c sent before it (c's buffer emptied; a range is dropped when out
+ * of memory: the command then needs every allocation); NULL when out of memory. */
+static dcmd_t *with_ranges(client_t *c)
+{
+	dcmd_t *d = dcmd_new();
+	if (d && c->nr) {
+		d->ranges = malloc(c->nr * sizeof *d->ranges);
+		if (d->ranges) {
+			memcpy(d->ranges, c->rbuf, c->nr * sizeof *d->ranges);
+			d->nranges = c->nr;
+		}
+	}
+	c->nr = 0;
+	return d;
+}
+
+/* A command the client announced ahead (AHEAD): kept, with its ranges, for rule 6's plan only,
+ * until its NOTICE or RELEASED comes (matched there). Never shown to the policy, never granted. */
+static void ahead_entry(client_t *c, const gmx_ring_entry_t *e)
+{
+	unsigned long long seq = (unsigned long long)e->seq;
+	if (e->a >= GMX_CMD_KIND_COUNT_PROTO || (c->nr && c->rseq != e->seq)) {
+		protocol_error(c,
+			       "malformed message: announcement ahead of seq %llu (kind %u, ranges of seq "
+			       "%llu before it)",
+			       seq, e->a, c->nr ? (unsigned long long)c->rseq : seq);
+		return;
+	}
+	if (e->seq <= c->ahead_last || gmxd__hash_take(c, e->seq, 0)) {
+		protocol_error(
+		    c,
+		    "malformed message: announcement ahead of seq %llu, after seq %llu announced ahead "
+		    "(seqs must rise) or its own notice",
+		    seq, (unsigned long long)c->ahead_last);
+		return;
+	}
+	if (c->nahead >= GMX_AHEAD_MAX) {
+		protocol_error(
+		    c,
+		    "malformed message: more than %u commands announced ahead and not yet noticed (seq %llu)",
+		    GMX_AHEAD_MAX, seq);
+		return;
+	}
+	dcmd_t *d = with_ranges(c);
+	if (!d) {
+		gmxd__cut(c, "out of memory for its announcement ahead");
+		return;
+	}
+	d->cseq = e->seq;
+	d->kind = e->a;
+	d->cl = c;
+	d->c.task = c->task;
+	d->c.kind = op_kind(e->a);
+	d->c.kernel_id = e->x;
+	c->ahead[c->nahead++] = d;
+	c->ahead_last = e->seq;
+	SRV.ahead_read++;
+	/* More of its timeline known: rule 6's plan is refreshed once the batch is read. */
+	c->prefetch_due |= d->nranges && c->oversub;
+}
+
 static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 {
 	switch (e->type) {
@@ -343,15 +437,19 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 				       GMXD_CMDS_PER_CLIENT);
 			return;
 		}
-		dcmd_t *d = dcmd_new();
-		if (d && c->nr) {
-			d->ranges = malloc(c->nr * sizeof *d->ranges);
-			if (d->ranges) {
-				memcpy(d->ranges, c->rbuf, c->nr * sizeof *d->ranges);
-				d->nranges = c->nr;
-			}
+		dcmd_t *d = ahead_take(c, e->seq);
+		if (d && (c->nr || d->kind != e->a || d->c.kernel_id != e->x)) {
+			protocol_error(
+			    c,
+			    "malformed message: the notice of seq %llu (kind %u, kernel %#llx, %u "
+			    "ranges) does not match its announcement ahead (kind %u, kernel %#llx)",
+			    (unsigned long long)e->seq, e->a, (unsigned long long)e->x, c->nr, d->kind,
+			    (unsigned long long)d->c.kernel_id);
+			dcmd_free(d);
+			return;
 		}
-		c->nr = 0;
+		SRV.ahead_matched += d != NULL;
+		d = d ? d : with_ranges(c); /* matched: its ranges came with its announcement */
 		if (!d) {
 			gmxd__cut(c, "out of memory for its notice");
 			return;
@@ -364,9 +462,7 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		d->c.seq = ++SRV.seq;
 		d->c.task = c->task;
 		d->c.stream = 0;
-		d->c.kind = e->a == GMX_PROTO_KIND_COPY	    ? GMX_OP_COPY_H2D
-			    : e->a == GMX_PROTO_KIND_MEMSET ? GMX_OP_MEMSET
-							    : GMX_OP_KERNEL;
+		d->c.kind = op_kind(e->a);
 		d->c.kernel_id = e->x;
 		hash_put(c, d);
 		c->refs++;
@@ -485,6 +581,9 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 		SRV.host_waits++;
 		if (SRV.ops->on_host_wait)
 			SRV.ops->on_host_wait(SRV.pol, c->task);
+		return;
+	case GMX_UP_AHEAD:
+		ahead_entry(c, e);
 		return;
 	case GMX_UP_RANGE:
 		if (c->nr && c->rseq != e->seq) {

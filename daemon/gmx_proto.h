@@ -21,8 +21,9 @@
 
 #define GMX_PROTO_MAGIC 0x50584d47u /* "GMXP" little-endian */
 /* 2: HOST_WAIT and RANGE entries; 3: leases; 4: runs; 5: leases of oversubscribed clients (LEASE
- * y, evictions after leased work); 6: evictions that need not wait for granted work (MIGRATE a = 2) */
-#define GMX_PROTO_VERSION 6u
+ * y, evictions after leased work); 6: evictions that need not wait for granted work (MIGRATE a = 2);
+ * 7: AHEAD entries (commands queued behind their stream's head, announced without asking a grant) */
+#define GMX_PROTO_VERSION 7u
 #define GMX_SOCKET_NAME "gpumuxd.sock"
 #define GMX_RUNTIME_DIR_DEFAULT "/run/gpumux"
 #define GMX_NAME_MAX 64
@@ -101,6 +102,10 @@ typedef struct {
 /* Predicted ranges one command may carry (a template's terms, see gpumux/template.h). */
 #define GMX_RANGES_MAX 64u
 
+/* Commands a client may have announced ahead (AHEAD) and not yet noticed or released: more is a
+ * protocol error, so what a client announces and never launches costs a bounded amount. */
+#define GMX_AHEAD_MAX 64u
+
 /* A migration order's direction and when it runs (MIGRATE's a). */
 enum {
 	GMX_MIGRATE_EVICT = 0,	   /* to host, once the work granted before it has finished */
@@ -127,12 +132,16 @@ enum {
 			    * ns; of a run: its last release, at most GMX_RUN_SPAN_NS after its first) */
 	GMX_UP_LEASE_ACK,  /* seq = the lease id now in effect; x = the last seq released under a
 			    * lease before it (0: none yet) */
+	GMX_UP_AHEAD,	   /* seq: queued behind its stream's head, announced ahead of its turn (never
+			    * granted as such); a, x, y as NOTICE's, its RANGEs before it; seqs rise
+			    * from one AHEAD to the next; its NOTICE (or RELEASED) later carries no RANGE
+			    * and the same kind and kernel id; at most GMX_AHEAD_MAX outstanding */
 	/* down */
 	GMX_DOWN_GRANT = 64, /* seq: may be released */
 	GMX_DOWN_MIGRATE,    /* seq = token; a = GMX_MIGRATE_*; x = address, y = length */
 	GMX_DOWN_LEASE,	     /* seq = lease id (1, 2, ... per session); a = commands in flight (leased
-			      * or granted) below which one goes under it (0 revokes); x = no release from this CLOCK_MONOTONIC ns on (0:
-			      * no end) */
+			      * or granted) below which one goes under it (0 revokes); x = no release from this
+			      * CLOCK_MONOTONIC ns on (0:      no end) */
 };
 
 /* Runs (protocol 4): one RELEASED or leased COMPLETE entry names up to GMX_RUN_MAX consecutive

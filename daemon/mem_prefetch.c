@@ -148,10 +148,15 @@ void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf)
 	if (!c->oversub || !SRV.ops || !(SRV.ops->flags & GMX_POLICY_MEM_PRIORITY) || (d && !d->nranges) ||
 	    is_hp(c))
 		return;
-	dcmd_t *q[GMXD_SLICE_CMDS];
+	dcmd_t *q[GMXD_SLICE_CMDS + GMX_AHEAD_MAX];
 	uint32_t nq, next = 0;
 	uint64_t ahead = 0;
 	gmxd__task_cmds(c, d, D_QUEUED, q, &nq);
+	/* What it announced ahead (protocol 7) is queued behind those in its streams: its timeline
+	 * goes on there. */
+	for (uint32_t i = 0; i < c->nahead; i++)
+		if (GMX_PROTO_KIND_TOUCHES_MEMORY(c->ahead[i]->kind))
+			q[nq++] = c->ahead[i];
 	for (uint32_t i = 0; i < nq; i++)
 		if (!q[i]->nranges) {
 			nq = i; /* a command with no prediction needs every allocation: plan up to it */
@@ -203,7 +208,7 @@ void gmxd__prefetch_plan(client_t *c, dcmd_t *d, gmxd_prefetch_t *pf)
 
 void gmxd__prefetch_refresh(client_t *c)
 {
-	if (!c->oversub || !c->inflight || !c->queued || c->dead || c->cut)
+	if (!c->oversub || !c->inflight || (!c->queued && !c->nahead) || c->dead || c->cut)
 		return;
 	gmxd_prefetch_t pf = {0};
 	gmxd__prefetch_plan(c, NULL, &pf);

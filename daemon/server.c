@@ -340,6 +340,16 @@ int gmxd__check(char *err, size_t err_len)
 				 c->refs);
 			return -EFAULT;
 		}
+		for (uint32_t i = 0; i < c->nahead; i++)
+			if (c->nahead > GMX_AHEAD_MAX || c->ahead[i]->cseq > c->ahead_last ||
+			    (i && c->ahead[i]->cseq <= c->ahead[i - 1]->cseq) ||
+			    gmxd__hash_take((client_t *)c, c->ahead[i]->cseq, 0)) {
+				snprintf(err, err_len,
+					 "client %u: announcement ahead %u of %u (seq %llu) out of order or "
+					 "noticed",
+					 c->id, i, c->nahead, (unsigned long long)c->ahead[i]->cseq);
+				return -EFAULT;
+			}
 		uint32_t acts = 0;
 		for (const action_t *a = SRV.act_head; a; a = a->next)
 			acts += a->task == t && a->client_id == c->id;
@@ -623,9 +633,10 @@ int gmxd_run(const gmxd_config_t *cfg)
 		/* Leased work is reported in batches that do not wake the loop: read them every
 		 * GMXD_LEASE_DRAIN_MS to GMXD_LEASE_DRAIN_MAX_MS while they come (the interval grows while
 		 * a read finds fewer than GMXD_DRAIN_BATCH entries: the policy hears each at its own
-		 * time whenever it is read, and every wake-up for another reason reads them first). After GMXD_QUIET_DRAINS such reads in a row
-		 * found nothing, the loop sleeps deep: the next entry of any kind wakes it
-		 * (gmx_ring_push_batched), so an idle leased client costs no wake-ups. */
+		 * time whenever it is read, and every wake-up for another reason reads them first). After
+		 * GMXD_QUIET_DRAINS such reads in a row found nothing, the loop sleeps deep: the next entry
+		 * of any kind wakes it (gmx_ring_push_batched), so an idle leased client costs no wake-ups.
+		 */
 		if (timed_drain && timed_out && drain_used == drain_ns) {
 			if (got < GMXD_DRAIN_BATCH && drain_ns < GMXD_LEASE_DRAIN_MAX_MS * 1000000LL)
 				drain_ns *= 2;

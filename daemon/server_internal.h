@@ -128,6 +128,12 @@ struct client {
 	gmx_lease_t pol;
 	int mem_held;
 	int prefetch_due; /* a notice it sent was queued: its plan is refreshed after the batch (rule 6) */
+	/* Commands it announced ahead (AHEAD, protocol 7), not yet noticed or released, by rising
+	 * seq: rule 6's plan reads them after its queued ones (mem_prefetch.c), nothing else does;
+	 * ahead_last: the seq of the last AHEAD read this session (each must be above it). */
+	dcmd_t *ahead[GMX_AHEAD_MAX];
+	uint32_t nahead;
+	uint64_t ahead_last;
 	uint64_t allocs_read;
 	/* The lease bound counts what the client has in flight, leased or granted (docs/protocol.md).
 	 * Grants pushed down the ring (numbered 1, 2, ...); those pushed before the lease acknowledged
@@ -193,6 +199,7 @@ typedef struct {
 	/* rule 6's prefetches at LP grants (mem_prefetch.c): plans, bytes loaded, and of those the
 	 * ones of windows beyond the next (at most) */
 	uint64_t mig_prefetches, mig_prefetch_bytes, mig_ahead_bytes;
+	uint64_t ahead_read, ahead_matched; /* AHEAD entries read; of those, matched by their NOTICE */
 	int64_t start_ns, timer_at;
 	uint64_t refused, refusals[GMXD_REF_KINDS], cut_off, protocol_errors, total_grants;
 	uint64_t total_leased, total_leases, total_revokes;

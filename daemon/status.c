@@ -98,7 +98,8 @@ void gmxd__status_reply(int fd)
 	    "\"protocol_errors\":%llu,\"hp_grant_latency_us\":{\"p50\":%.1f,\"p99\":%.1f,"
 	    "\"samples\":%u},\"host_waits\":%llu,\"migration\":{\"plans\":%llu,\"loaded_bytes\":%llu,"
 	    "\"evicted_bytes\":%llu,\"demand_paged_bytes\":%llu,\"prefetches\":%llu,"
-	    "\"prefetched_bytes\":%llu,\"ahead_bytes\":%llu},\"leased_releases\":%llu,"
+	    "\"prefetched_bytes\":%llu,\"ahead_bytes\":%llu,\"ahead_notices\":%llu,\"ahead_matched\":%llu},"
+	    "\"leased_releases\":%llu,"
 	    "\"leases\":%llu,\"revokes\":%llu,\"loop\":{\"iterations\":%llu,\"sleeps\":%llu,\"deep_sleeps\":%llu,"
 	    "\"drains\":%llu,\"entries\":%llu,\"timer_fires\":%llu,\"wakes_sent\":%llu,\"spins\":%llu,"
 	    "\"spin_ns\":%llu,\"spin_hits\":%llu},\"clients\":[",
@@ -110,6 +111,7 @@ void gmxd__status_reply(int fd)
 	    (unsigned long long)SRV.mig_load_bytes, (unsigned long long)SRV.mig_evict_bytes,
 	    (unsigned long long)SRV.mig_short_bytes, (unsigned long long)SRV.mig_prefetches,
 	    (unsigned long long)SRV.mig_prefetch_bytes, (unsigned long long)SRV.mig_ahead_bytes,
+	    (unsigned long long)SRV.ahead_read, (unsigned long long)SRV.ahead_matched,
 	    (unsigned long long)SRV.total_leased, (unsigned long long)SRV.total_leases,
 	    (unsigned long long)SRV.total_revokes, (unsigned long long)SRV.loop.iterations,
 	    (unsigned long long)SRV.loop.sleeps, (unsigned long long)SRV.loop.deep_sleeps,

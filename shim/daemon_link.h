@@ -44,7 +44,8 @@
 #define GMX_BUDGET_RETRY_MS 5000      /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
-enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB }; /* leased commands: the lease book (lease.h) */
+/* ST_AHEAD: announced ahead (AHEAD), not yet noticed. Leased commands: the lease book (lease.h). */
+enum { ST_FREE = 0, ST_NOTICED, ST_GRANTED, ST_TOMB, ST_AHEAD };
 
 typedef struct {
 	uint64_t seq;
@@ -85,8 +86,13 @@ typedef struct {
 	uint32_t run_n;
 	int64_t run_t0;	  /* the time of its first command */
 	uint32_t up_room; /* free up-ring entries when last looked (gmx_dl_up_room), less pushes since */
+	/* Announcements ahead this session (protocol 7): the last one's seq (each rises above it, so
+	 * a command of another stream older than it is noticed in its turn only) and how many are
+	 * not yet noticed or released (at most GMX_AHEAD_MAX, as the daemon checks). */
+	uint64_t ahead_last;
+	uint32_t ahead_now;
 	/* counts for the shim log at exit (tests read them) */
-	uint64_t n_batched, n_entries, n_looks, n_lease_calls, n_clock;
+	uint64_t n_batched, n_entries, n_looks, n_lease_calls, n_clock, n_ahead;
 	char dir[4096], name[GMX_NAME_MAX];
 	int priority, oversub;
 	long reconnect_ms;

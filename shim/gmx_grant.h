@@ -85,6 +85,11 @@ typedef struct gmx_grant_ops {
 	/* May be NULL. completed() for each of the n commands in seqs[] (oldest first), seen complete
 	 * together: one call where a policy would otherwise take its lock n times. */
 	void (*completed_n)(void *self, const uint64_t *seqs, unsigned n);
+	/* May be NULL. cmd waits in its stream's queue (its head, held, or one of the next
+	 * GPUMUX_SHIM_AHEAD behind it; oldest first, offered again at later looks): the policy may
+	 * announce it ahead of its turn. Never releases it; 0 when the policy takes no more now (the
+	 * rest of the stream is not offered). Under the queue lock; never blocks. */
+	int (*ahead)(void *self, const gmx_shim_cmd_t *cmd);
 } gmx_grant_ops_t;
 
 /* lease_release's answers; GMX_GRANT_FULL: the lease admits the command, but the policy's channel

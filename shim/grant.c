@@ -29,9 +29,9 @@ static int grant_unless_file(void *self, const gmx_shim_cmd_t *cmd)
 	return stat(g_hold_path, &st) != 0;
 }
 
-static const gmx_grant_ops_t g_passthrough = {"passthrough", 1, grant_always, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-static const gmx_grant_ops_t g_queue = {"queue", 0, grant_always, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-static const gmx_grant_ops_t g_hold = {"hold", 0, grant_unless_file, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const gmx_grant_ops_t g_passthrough = {"passthrough", 1, grant_always, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const gmx_grant_ops_t g_queue = {"queue", 0, grant_always, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const gmx_grant_ops_t g_hold = {"hold", 0, grant_unless_file, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 int gmx_grant_never_holds(const gmx_grant_ops_t *p)
 {

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "daemon_link.h"
 #include "queue.h"
+#include "tunables.h"
 #include "wset.h"
 
 #include <errno.h>
@@ -35,6 +36,8 @@ gmx_dlink_t gmx_dl = {.lock = PTHREAD_MUTEX_INITIALIZER,
 _Static_assert(GMX_CMD_COPY == GMX_PROTO_KIND_COPY && GMX_CMD_MEMSET == GMX_PROTO_KIND_MEMSET &&
 		   GMX_CMD_KIND_COUNT == GMX_CMD_KIND_COUNT_PROTO,
 	       "gmx_proto.h's command kinds follow gmx_grant.h");
+_Static_assert(GMX_AHEAD_MAX_PER_STREAM == GMX_AHEAD_MAX,
+	       "GPUMUX_SHIM_AHEAD's maximum is the protocol's bound");
 
 static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd);
 static void grant_completed(void *self, uint64_t seq);
@@ -44,6 +47,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 			       unsigned *room);
 static void grant_flush(void *self);
 static void grant_completed_n(void *self, const uint64_t *seqs, unsigned n);
+static int grant_ahead(void *self, const gmx_shim_cmd_t *cmd);
 static void completed_locked(uint64_t seq, int64_t now);
 static void completed_many(const uint64_t *seqs, unsigned n, int64_t now);
 
@@ -57,7 +61,8 @@ static const gmx_grant_ops_t g_daemon = {"daemon",
 					 grant_prepare,
 					 grant_lease_release,
 					 grant_flush,
-					 grant_completed_n};
+					 grant_completed_n,
+					 grant_ahead};
 
 int gmx_dl_active(void)
 {
@@ -98,11 +103,13 @@ void gmx_dl_seq_clear(void)
 	gmx_dl.unchecked = 0;
 	gmx_dl.up_room = 0;
 	gmx_dl.run_n = 0;
+	gmx_dl.ahead_last = 0;
+	gmx_dl.ahead_now = 0;
 }
 
 static int live(int st)
 {
-	return st == ST_NOTICED || st == ST_GRANTED;
+	return st == ST_NOTICED || st == ST_GRANTED || st == ST_AHEAD;
 }
 
 int gmx_dl_flush(void)
@@ -292,10 +299,11 @@ static uint64_t kernel_id(const gmx_shim_cmd_t *cmd)
 	return (kid ^ cmd->shared_mem) * 1099511628211ull;
 }
 
-/* Releases cmd under the lease: reported in the next batch. 1, or 0 when it cannot be booked
- * (the up ring short of room for it and the completions owed: it is held and
- * asked about again). The queue lock held. */
-static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
+/* Releases cmd under the lease: reported in the next batch (its RELEASED matches an
+ * announcement ahead, slot `ahead`, if it had one). 1, or 0 when it cannot be booked (the up
+ * ring short of room for it and the completions owed: it is held and asked about again). The
+ * queue lock held. */
+static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now, seq_slot_t *ahead)
 {
 	/* Room for this release and every leased completion owed, so that none is ever lost: when
 	 * the daemon is behind, the command waits (and the daemon is woken) instead. */
@@ -314,28 +322,76 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now)
 		return 0;
 	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
 	gmx_dl.leased_total++;
+	if (ahead) {
+		ahead->state = ST_TOMB;
+		gmx_dl.ahead_now--;
+	}
 	return 1;
 }
 
-/* Announces cmd (its predicted ranges first); the grant comes later. The queue lock held. */
-static void notice(const gmx_shim_cmd_t *cmd)
+/* Pushes cmd's predicted ranges (an oversubscribed client's launches), then its `type` entry
+ * (NOTICE or AHEAD), once the up ring has room for them and `spare` entries more; 0, or -1
+ * (nothing pushed). The queue lock held. */
+static int announce(uint32_t type, const gmx_shim_cmd_t *cmd, int ranges, uint32_t spare)
+{
+	gmx_tpl_range_t ws[GMX_RANGES_MAX];
+	uint32_t nws = 0;
+	if (ranges && gmx_dl.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
+		gmx_shim_wset_predict(cmd, ws, &nws);
+	if (!gmx_dl_up_room(nws + 1 + spare))
+		return -1;
+	for (uint32_t i = 0; i < nws; i++)
+		gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
+	return gmx_dl_push_up(type, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes);
+}
+
+/* Announces cmd (its predicted ranges first, unless it was announced ahead with them: slot
+ * `ahead`); the grant comes later. The queue lock held. */
+static void notice(const gmx_shim_cmd_t *cmd, seq_slot_t *ahead)
 {
 	/* An oversubscribed client's predicted working set goes first, so the daemon has it when
 	 * the notice may be granted at once. */
-	gmx_tpl_range_t ws[GMX_RANGES_MAX];
-	uint32_t nws = 0;
-	if (gmx_dl.oversub && cmd->kind <= GMX_CMD_LAUNCH_COOP)
-		gmx_shim_wset_predict(cmd, ws, &nws);
-	seq_slot_t *s = seq_insert(cmd->seq);
-	if (s && !gmx_dl_up_room(nws + 1)) {
-		s->state = ST_TOMB; /* ring full: notice again at the next look */
-		s = NULL;
+	seq_slot_t *s = ahead ? ahead : seq_insert(cmd->seq);
+	if (!s)
+		return; /* table full: notice again at the next look */
+	if (announce(GMX_UP_NOTICE, cmd, !ahead, 0) != 0) {
+		s->state = ahead ? ST_AHEAD : ST_TOMB; /* ring full: notice again at the next look */
+		return;
 	}
-	for (uint32_t i = 0; s && i < nws; i++)
-		gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
-	if (s &&
-	    gmx_dl_push_up(GMX_UP_NOTICE, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes) != 0)
+	s->state = ST_NOTICED;
+	if (ahead)
+		gmx_dl.ahead_now--;
+}
+
+/* The announcement ahead (protocol 7): an oversubscribed client's command waiting behind its
+ * stream's head goes up with its predicted ranges, so that gpumuxd's rule 6 plans the client's
+ * windows beyond the next; it asks no grant (its NOTICE does, without the ranges, in its turn).
+ * Seqs rise from one to the next (a stream's older command offered after a newer one of
+ * another stream is noticed in its turn only), at most GMX_AHEAD_MAX are outstanding, and they
+ * leave half the up ring to notices and completions. */
+static int grant_ahead(void *self, const gmx_shim_cmd_t *cmd)
+{
+	(void)self;
+	if (!__atomic_load_n(&gmx_dl.connected, __ATOMIC_ACQUIRE) || !gmx_dl.connected || !gmx_dl.oversub ||
+	    gmx_dl.desync)
+		return 0;
+	if (cmd->seq <= gmx_dl.ahead_last || !GMX_PROTO_KIND_TOUCHES_MEMORY((uint32_t)cmd->kind) ||
+	    gmx_dl_seq_find(cmd->seq))
+		return 1; /* announced already, noticed, or nothing for the plan */
+	if (gmx_dl.ahead_now >= GMX_AHEAD_MAX)
+		return 0;
+	seq_slot_t *s = seq_insert(cmd->seq);
+	if (!s)
+		return 0;
+	if (announce(GMX_UP_AHEAD, cmd, 1, GMX_RING_ENTRIES / 2) != 0) {
 		s->state = ST_TOMB;
+		return 0;
+	}
+	s->state = ST_AHEAD;
+	gmx_dl.ahead_last = cmd->seq;
+	gmx_dl.ahead_now++;
+	gmx_dl.n_ahead++;
+	return 1;
 }
 
 static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
@@ -350,19 +406,20 @@ static int grant_may_release(void *self, const gmx_shim_cmd_t *cmd)
 		/* A revoke (or a grant) already in the ring counts before this release. */
 		drain_inline();
 		seq_slot_t *s = gmx_dl_seq_find(cmd->seq);
-		if (s) {
+		seq_slot_t *ahead = s && s->state == ST_AHEAD ? s : NULL; /* announced, not noticed */
+		if (s && !ahead) {
 			ok = s->state == ST_GRANTED; /* a noticed command waits for its grant */
 		} else if (gmx_dl.lease.inflight) {
 			int64_t now = gmx_dl_stamp_ns();
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
-				ok = lease_release(cmd, now);
+				ok = lease_release(cmd, now, ahead);
 			else if (d == GMX_LEASE_ASK)
-				notice(cmd);
+				notice(cmd, ahead);
 			/* GMX_LEASE_HOLD: asked again once a leased command completed */
 		} else {
-			notice(cmd);
+			notice(cmd, ahead);
 		}
 	}
 	return ok;
@@ -393,7 +450,7 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
 			if (d == GMX_LEASE_RELEASE)
-				r = lease_release(cmd, now) ? GMX_GRANT_LEASED : GMX_GRANT_FULL;
+				r = lease_release(cmd, now, NULL) ? GMX_GRANT_LEASED : GMX_GRANT_FULL;
 			else if (d == GMX_LEASE_HOLD)
 				r = GMX_GRANT_HELD;
 			if (r == GMX_GRANT_LEASED)
@@ -608,10 +665,10 @@ __attribute__((destructor)) static void report(void)
 		return;
 	gmx_shim_queue_lock();
 	gmx_shim_log("daemon link leased=%llu batched=%llu entries=%llu looks=%llu lease_calls=%llu "
-		     "clock_reads=%llu stamp=%s",
+		     "clock_reads=%llu stamp=%s ahead=%llu",
 		     (unsigned long long)gmx_dl.leased_total, (unsigned long long)gmx_dl.n_batched,
 		     (unsigned long long)gmx_dl.n_entries, (unsigned long long)gmx_dl.n_looks,
 		     (unsigned long long)gmx_dl.n_lease_calls, (unsigned long long)gmx_dl.n_clock,
-		     gmx_dl_stamp_tsc() ? "tsc" : "clock");
+		     gmx_dl_stamp_tsc() ? "tsc" : "clock", (unsigned long long)gmx_dl.n_ahead);
 	gmx_shim_queue_unlock();
 }

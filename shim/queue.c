@@ -52,6 +52,8 @@ static void init_once(void)
 	gmx_q.ring_mask = slots - 1;
 	gmx_q.poll_ns =
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
+	gmx_q.ahead_max =
+	    (int)env_long("GPUMUX_SHIM_AHEAD", GMX_AHEAD_DEFAULT, GMX_AHEAD_MIN, GMX_AHEAD_MAX_PER_STREAM);
 	__atomic_store_n(&gmx_q.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
 	__atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }

@@ -81,6 +81,7 @@ typedef struct {
 	uint64_t seq;
 	size_t queued; /* commands in all queues */
 	int inflight, inflight_max;
+	int ahead_max;	    /* commands behind a held head offered to the policy's ahead() (GPUMUX_SHIM_AHEAD) */
 	int ring_cap;	    /* the leased path's bound: max(inflight_max, GMX_SHIM_LEASED_MAX) */
 	unsigned ring_mask; /* each stream's in-flight ring holds ring_mask + 1 >= ring_cap entries, a
 			     * power of two: a slot is an AND, not a division, at every launch */

@@ -3,10 +3,10 @@
 #define _GNU_SOURCE
 #include "queue_internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <time.h>
 
 int gmx_q_counted(gmx_cmd_kind_t k)
@@ -90,6 +90,16 @@ void gmx_q_release_head(gmx_sq *q)
 	gmx_q_cmd_free(c);
 }
 
+/* Offers the policy q's held head and the GPUMUX_SHIM_AHEAD commands behind it, oldest first,
+ * until it takes no more. Lock held. */
+static void offer_ahead(const gmx_sq *q)
+{
+	int i = 0;
+	for (const gmx_cmd *c = q->head; c && i <= gmx_q.ahead_max; c = c->next, i++)
+		if (!gmx_shim_policy->ahead(gmx_shim_policy->self, &c->info))
+			return;
+}
+
 /* Releases whatever may go now; a caller thread only touches its current context's queues
  * (releasing into another context would change the caller's current context). Lock held. */
 int gmx_q_pump(void)
@@ -106,6 +116,8 @@ int gmx_q_pump(void)
 				gmx_q_release_head(q);
 				progress = any = 1;
 			}
+			if (q->head && gmx_shim_policy->ahead && gmx_q.ahead_max > 0)
+				offer_ahead(q);
 		}
 		if (progress)
 			gmx_q_reap();

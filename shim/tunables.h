@@ -17,6 +17,14 @@
 #define GMX_POLL_US_MIN 20
 #define GMX_POLL_US_MAX 100000
 
+/* GPUMUX_SHIM_AHEAD: commands queued behind a stream's held head that the daemon policy announces
+ * ahead (AHEAD, protocol 7) so that gpumuxd plans an oversubscribed client's coming windows
+ * beyond the next; 0 announces none. The process-wide bound is the protocol's (GMX_AHEAD_MAX,
+ * 64), which the maximum matches. */
+#define GMX_AHEAD_DEFAULT 8
+#define GMX_AHEAD_MIN 0
+#define GMX_AHEAD_MAX_PER_STREAM 64
+
 /* Bytes of kernel parameters copied per launch (larger layouts are released synchronously). */
 #define GMX_PARAM_BYTES_MAX 32768
 

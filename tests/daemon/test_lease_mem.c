@@ -161,9 +161,10 @@ static void test_oversubscribed_lease_follows_residency(void **state)
 	gmxd__fini();
 }
 
-/* An interposer of the protocol before (5) would read an eviction that need not wait for granted
- * work (MIGRATE a = 2) as a load: the daemon refuses it, naming both versions. (Version 4 would
- * also take an oversubscribed lease without its contract.) */
+/* An interposer of the protocol before (6) sends no AHEAD (its one-stream clients' plans would
+ * see one command ahead only, silently): the daemon refuses it, naming both versions. (Version 5
+ * would read an eviction that need not wait for granted work, MIGRATE a = 2, as a load; version 4
+ * would also take an oversubscribed lease without its contract.) */
 static void test_older_interposer_refused(void **state)
 {
 	(void)state;
@@ -188,8 +189,8 @@ static void test_older_interposer_refused(void **state)
 	assert_true(recv(sv[0], &r, sizeof r, MSG_DONTWAIT) >= (ssize_t)sizeof r.h);
 	assert_int_equal(r.h.type, GMX_MSG_REFUSED);
 	assert_int_equal(r.error, EPROTONOSUPPORT);
-	assert_non_null(strstr(r.reason, "protocol version 5"));
-	assert_non_null(strstr(r.reason, "version 6"));
+	assert_non_null(strstr(r.reason, "protocol version 6"));
+	assert_non_null(strstr(r.reason, "version 7"));
 	close(sv[0]);
 	gmxd__fini();
 }
