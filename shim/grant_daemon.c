@@ -331,7 +331,10 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now, seq_slot_t *ahe
 
 /* Pushes cmd's predicted ranges (an oversubscribed client's launches), then its `type` entry
  * (NOTICE or AHEAD), once the up ring has room for them and `spare` entries more; 0, or -1
- * (nothing pushed). The queue lock held. */
+ * (nothing pushed). A NOTICE wakes a sleeping daemon (it waits for a grant); an AHEAD goes as a
+ * batched entry: the daemon reads it at its next wake (the completion of the work before it, a
+ * notice) or look, so a stream of launches behind a held head costs it one read, not one wake
+ * and one plan each. The queue lock held. */
 static int announce(uint32_t type, const gmx_shim_cmd_t *cmd, int ranges, uint32_t spare)
 {
 	gmx_tpl_range_t ws[GMX_RANGES_MAX];
@@ -340,9 +343,11 @@ static int announce(uint32_t type, const gmx_shim_cmd_t *cmd, int ranges, uint32
 		gmx_shim_wset_predict(cmd, ws, &nws);
 	if (!gmx_dl_up_room(nws + 1 + spare))
 		return -1;
+	int (*push)(uint32_t, uint32_t, uint64_t, uint64_t, uint64_t) =
+	    type == GMX_UP_AHEAD ? gmx_dl_push_batched : gmx_dl_push_up;
 	for (uint32_t i = 0; i < nws; i++)
-		gmx_dl_push_up(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
-	return gmx_dl_push_up(type, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes);
+		push(GMX_UP_RANGE, 0, cmd->seq, ws[i].addr, ws[i].length);
+	return push(type, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd), cmd->bytes);
 }
 
 /* Announces cmd (its predicted ranges first, unless it was announced ahead with them: slot
