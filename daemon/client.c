@@ -156,30 +156,40 @@ void gmxd__run_deferred(void)
 
 /* ---- clients ---- */
 
-/* The client picks its seqs: a secret multiplier keeps them from piling into one bucket. */
-static size_t hash_of(uint64_t cseq)
+/* The client picks its seqs: a secret multiplier keeps them from piling into one bucket. They
+ * come in order, so a run of GMXD_HASH_RUN of them shares one cache line of buckets: reading a
+ * batch from many clients, whose lines are cold after the loop's sleep, costs a miss per run of
+ * commands rather than one per command. Which line a run takes stays the secret's (its top bits:
+ * runs that differ in any bit may land anywhere), one bucket per seq within it. */
+size_t gmxd__hash_of(uint64_t cseq)
 {
-	return (size_t)((cseq * SRV.hash_key) >> 56) % HASH;
+	_Static_assert(HASH % GMXD_HASH_RUN == 0 && HASH / GMXD_HASH_RUN == 32, "32 lines of buckets");
+	uint64_t line = ((cseq / GMXD_HASH_RUN) * SRV.hash_key) >> 59;
+	return (size_t)(line * GMXD_HASH_RUN + cseq % GMXD_HASH_RUN);
 }
 
 static void hash_put(client_t *c, dcmd_t *d)
 {
-	size_t h = hash_of(d->cseq);
+	size_t h = gmxd__hash_of(d->cseq);
 	d->hnext = c->hash[h];
 	c->hash[h] = d;
 }
 
+/* Where seq cseq's command is linked in c's hash: *result is NULL when c has none. */
+static dcmd_t **hash_slot(client_t *c, uint64_t cseq)
+{
+	dcmd_t **pp = &c->hash[gmxd__hash_of(cseq)];
+	while (*pp && (*pp)->cseq != cseq)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
 dcmd_t *gmxd__hash_take(client_t *c, uint64_t cseq, int remove)
 {
-	size_t h = hash_of(cseq);
-	for (dcmd_t **pp = &c->hash[h]; *pp; pp = &(*pp)->hnext)
-		if ((*pp)->cseq == cseq) {
-			dcmd_t *d = *pp;
-			if (remove)
-				*pp = d->hnext;
-			return d;
-		}
-	return NULL;
+	dcmd_t **pp = hash_slot(c, cseq), *d = *pp;
+	if (d && remove)
+		*pp = d->hnext;
+	return d;
 }
 
 /* Ends a client: everything it held is released now (in-flight commands complete for the
@@ -331,13 +341,13 @@ static void leased_release(client_t *c, const gmx_ring_entry_t *e)
 /* A command the client reports completed: the policy hears it. */
 static void completed(client_t *c, const gmx_ring_entry_t *e)
 {
-	dcmd_t *d = gmxd__hash_take(c, e->seq, 0);
+	dcmd_t **pp = hash_slot(c, e->seq), *d = *pp;
 	if (!d || d->state != D_GRANTED) {
 		protocol_error(c, "malformed message: completion of seq %llu, which was not granted",
 			       (unsigned long long)e->seq);
 		return;
 	}
-	gmxd__hash_take(c, e->seq, 1);
+	*pp = d->hnext;
 	c->inflight--;
 	c->completions++;
 	c->last_progress = real_now();
@@ -644,6 +654,19 @@ static int64_t cursor_key(cursor_t *k)
 	return t < k->last ? k->last : t;
 }
 
+/* Asks for what reading k's next entries will touch, so that the misses of many rings overlap
+ * while other rings' entries are read: the next line of its ring (two entries to a line; never
+ * past the tail, which the client may be writing) and the bucket of the head's seq (the head
+ * itself was just read by cursor_key). With 64 clients every ring and hash is cold after the
+ * loop's sleep, and waiting out one miss at a time per entry was most of a batch's cost. */
+static void cursor_prefetch(const cursor_t *k)
+{
+	const gmx_ring_t *r = &k->c->region->up;
+	if (k->tail - k->head > 2)
+		__builtin_prefetch(&r->e[(k->head + 2) & (GMX_RING_ENTRIES - 1)]);
+	__builtin_prefetch(&k->c->hash[gmxd__hash_of(r->e[k->head & (GMX_RING_ENTRIES - 1)].seq)]);
+}
+
 static void heap_down(cursor_t *cs, int *heap, int n, int i)
 {
 	for (;;) {
@@ -683,6 +706,7 @@ int gmxd__poll_rings(void)
 			protocol_error(c, "malformed message: corrupt ring indices");
 			continue;
 		}
+		__builtin_prefetch(&r->e[head & (GMX_RING_ENTRIES - 1)]);
 		cs[nh] = (cursor_t){.c = c, .head = head, .tail = tail, .timed = head};
 		if (tail - head > most)
 			most = tail - head;
@@ -696,6 +720,7 @@ int gmxd__poll_rings(void)
 	for (int i = 0; i < nh; i++) {
 		cs[i].last = SRV.last_ovr;
 		cs[i].key = cursor_key(&cs[i]);
+		cursor_prefetch(&cs[i]);
 	}
 	for (int i = nh / 2 - 1; i >= 0; i--)
 		heap_down(cs, heap, nh, i);
@@ -714,6 +739,7 @@ int gmxd__poll_rings(void)
 			heap[0] = heap[--nh];
 		} else {
 			k->key = cursor_key(k);
+			cursor_prefetch(k);
 		}
 		heap_down(cs, heap, nh, 0);
 	}

@@ -29,6 +29,8 @@
 #include <sys/types.h>
 
 #define HASH 256
+/* Consecutive seqs that share one cache line of a client's buckets (gmxd__hash_of). */
+#define GMXD_HASH_RUN 8
 
 enum { D_QUEUED, D_GRANTED, D_ORPHAN };
 enum { EV_LISTEN = 1, EV_SIGNAL, EV_TIMER, EV_PENDING, EV_SOCK, EV_EFD, EV_HTTP };
@@ -92,7 +94,7 @@ struct client {
 	uid_t uid;
 	char name[GMX_NAME_MAX];
 	int priority, oversub;
-	dcmd_t *hash[HASH];
+	_Alignas(64) dcmd_t *hash[HASH]; /* GMXD_HASH_RUN buckets to a cache line */
 	uint32_t queued, inflight, refs, evicts;
 	uint32_t actions; /* its entries waiting in SRV's action queue (gmxd__send_action) */
 	uint64_t notices, grants, completions;
@@ -369,6 +371,9 @@ void gmxd__cut_err(client_t *c, int error, const char *why);
 
 /* c's command of seq cseq, NULL when it has none; with remove, taken out of c's table. */
 dcmd_t *gmxd__hash_take(client_t *c, uint64_t cseq, int remove);
+/* The bucket of seq cseq in a client's hash: each aligned run of GMXD_HASH_RUN seqs in the
+ * GMXD_HASH_RUN buckets of one cache line, the line chosen by SRV.hash_key. */
+size_t gmxd__hash_of(uint64_t cseq);
 
 /* Completes for the policy what was deferred during policy calls. */
 void gmxd__run_deferred(void);

@@ -114,6 +114,85 @@ static void test_status_counts_unread_batches(void **state)
 	gmxd__fini();
 }
 
+/* A client's seqs come in order: each aligned run of GMXD_HASH_RUN of them takes the buckets of one
+ * cache line of its hash, one bucket per seq, so reading a batch of many clients' cold hashes
+ * costs a miss per run, not per command. Which line a run takes is the secret key's, and the runs of
+ * a client's GMXD_CMDS_PER_CLIENT commands spread over every line. */
+static void test_hash_runs_share_a_line(void **state)
+{
+	(void)state;
+	start("fikit", 8);
+	assert_int_equal((uintptr_t)&SRV.cl[1].hash[0] % 64, 0);
+	const uint64_t keys[] = {SRV.hash_key, 0x9E3779B97F4A7C15ull, 0xD6E8FEB86659FD93ull};
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+		SRV.hash_key = keys[k] | 1;
+		uint32_t per_line[HASH / GMXD_HASH_RUN] = {0};
+		for (uint64_t run = 0; run < GMXD_CMDS_PER_CLIENT / GMXD_HASH_RUN; run++) {
+			size_t first = gmxd__hash_of(run * GMXD_HASH_RUN);
+			assert_int_equal(first % GMXD_HASH_RUN, 0);
+			for (uint64_t j = 0; j < GMXD_HASH_RUN; j++)
+				assert_int_equal(gmxd__hash_of(run * GMXD_HASH_RUN + j), first + j);
+			per_line[first / GMXD_HASH_RUN]++;
+		}
+		if (k == 0)
+			continue; /* a random key: where its runs go is not the test's to know */
+		for (size_t l = 0; l < HASH / GMXD_HASH_RUN; l++) {
+			assert_true(per_line[l] > 0);
+			assert_true(per_line[l] <= 2 * GMXD_CMDS_PER_CLIENT / HASH);
+		}
+	}
+	gmxd__fini();
+}
+
+/* Every command of a client is found again whatever run of seqs it is in: 40 notices (5 runs and
+ * part of a sixth), each completed in turn as it is granted; a completion of a command still
+ * queued is a protocol error, which cuts its client. */
+static void test_completions_across_runs(void **state)
+{
+	(void)state;
+	start("fikit", 8);
+	tconn_t a, b;
+	assert_int_equal(hello(&a, 1000, "a", 3), 'W');
+	client_t *c = &SRV.cl[task_of(&a)];
+	enum { N = 40 };
+	for (uint64_t s = 1; s <= N; s++)
+		up(&a, GMX_UP_NOTICE, s);
+	gmxd__poll_rings();
+	books();
+	for (uint64_t s = 1; s <= N; s++)
+		assert_non_null(gmxd__hash_take(c, s, 0));
+	assert_null(gmxd__hash_take(c, N + 1, 0));
+	for (uint64_t s = 1; s <= N; s++) {
+		int grants = 0, evictions = 0;
+		down(&a, s, &grants, &evictions, 0);
+		assert_true(c->inflight > 0);
+		up(&a, GMX_UP_COMPLETE, s);
+		gmxd__poll_rings();
+		books();
+		assert_null(gmxd__hash_take(c, s, 0));
+	}
+	assert_int_equal(c->refs, 0);
+	assert_int_equal(c->completions, N);
+	assert_false(c->cut);
+
+	assert_int_equal(hello(&b, 1000, "b", 3), 'W');
+	client_t *cb = &SRV.cl[task_of(&b)];
+	for (uint64_t s = 1; s <= N; s++)
+		up(&b, GMX_UP_NOTICE, s);
+	gmxd__poll_rings();
+	assert_true(cb->queued > 0);
+	up(&b, GMX_UP_COMPLETE, N); /* still queued */
+	gmxd__poll_rings();
+	assert_true(cb->cut);
+	assert_non_null(strstr(cb->cut_reason, "completion of seq 40, which was not granted"));
+	gmxd__tick(now_ns);
+	books();
+	bye(&a);
+	bye(&b);
+	books();
+	gmxd__fini();
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -122,6 +201,8 @@ int main(void)
 	    cmocka_unit_test(test_drain_interval_while_nobody_waits),
 	    cmocka_unit_test(test_region_populated),
 	    cmocka_unit_test(test_status_counts_unread_batches),
+	    cmocka_unit_test(test_hash_runs_share_a_line),
+	    cmocka_unit_test(test_completions_across_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
