@@ -45,63 +45,53 @@ int64_t gmx_dl_now_ns(void)
  * launch. With an invariant TSC (x86-64), the TSC scaled by a factor fitted against
  * clock_gettime over the whole run serves instead, re-anchored to clock_gettime at least every
  * GMX_STAMP_REFIT_NS: off by at most the rate's error over that span (well under a
- * microsecond). Elsewhere, clock_gettime. The queue lock held (the state is the link's). */
-#define GMX_STAMP_REFIT_NS 1000000
-
-static struct {
-	int state; /* 0 not looked yet, -1 clock_gettime only, 1 fitting, 2 fitted */
-	uint64_t c0, ca; /* TSC at the start of the fit, at the anchor */
-	int64_t t0, ta;	 /* CLOCK_MONOTONIC ns at the same moments */
-	double ns_per_tick;
-	int64_t last; /* the last stamp given: they never go back */
-} g_stamp;
+ * microsecond). Elsewhere, clock_gettime. The fast path (a fitted rate, an anchor younger than
+ * GMX_STAMP_REFIT_NS) is gmx_dl_stamp_ns in daemon_link.h; the rest is here. The queue lock held
+ * (the state is the link's). */
+gmx_dl_stamp_t gmx_dl_stamp;
 
 static int64_t stamp_keep(int64_t t)
 {
-	if (t < g_stamp.last)
-		return g_stamp.last;
-	return g_stamp.last = t;
+	if (t < gmx_dl_stamp.last)
+		return gmx_dl_stamp.last;
+	return gmx_dl_stamp.last = t;
 }
 
-int64_t gmx_dl_stamp_ns(void)
+int64_t gmx_dl_stamp_slow(void)
 {
+	gmx_dl_stamp_t *g = &gmx_dl_stamp;
 #if defined(__x86_64__)
-	if (g_stamp.state == 2) {
-		uint64_t c = __rdtsc();
-		if (c >= g_stamp.ca) {
-			int64_t d = (int64_t)((double)(c - g_stamp.ca) * g_stamp.ns_per_tick);
-			if (d < GMX_STAMP_REFIT_NS)
-				return stamp_keep(g_stamp.ta + d);
-		}
-	}
-	if (g_stamp.state == 0) {
+	if (g->state == 0) {
 		unsigned a, b, c, d;
 		/* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every state. */
 		int inv = __get_cpuid(0x80000007u, &a, &b, &c, &d) && (d & (1u << 8));
-		g_stamp.state = inv ? 1 : -1;
+		g->state = inv ? 1 : -1;
 		if (inv) {
-			g_stamp.t0 = gmx_dl_now_ns();
-			g_stamp.c0 = __rdtsc();
-			g_stamp.ta = g_stamp.t0;
-			g_stamp.ca = g_stamp.c0;
+			g->t0 = gmx_dl_now_ns();
+			g->c0 = __rdtsc();
+			g->ta = g->t0;
+			g->ca = g->c0;
 		}
 		gmx_dl.n_clock++;
-		return stamp_keep(g_stamp.t0 ? g_stamp.t0 : gmx_dl_now_ns());
+		return stamp_keep(g->t0 ? g->t0 : gmx_dl_now_ns());
 	}
-	if (g_stamp.state > 0) { /* (re)anchor, and fit the rate over the whole run once it is long enough */
+	if (g->state > 0) { /* (re)anchor, and fit the rate over the whole run once it is long enough */
 		int64_t t = gmx_dl_now_ns();
 		uint64_t c = __rdtsc();
 		gmx_dl.n_clock++;
-		if (c > g_stamp.c0 && t - g_stamp.t0 >= GMX_STAMP_REFIT_NS) {
-			g_stamp.ns_per_tick = (double)(t - g_stamp.t0) / (double)(c - g_stamp.c0);
-			g_stamp.state = 2;
-		} else if (c < g_stamp.c0) { /* the TSC went back: start the fit again */
-			g_stamp.c0 = c;
-			g_stamp.t0 = t;
-			g_stamp.state = 1;
+		if (c > g->c0 && t - g->t0 >= GMX_STAMP_REFIT_NS) {
+			/* A rate no factor can hold (a TSC far off its nominal rate) keeps the clock. */
+			g->state = gmx_stamp_scale((double)(t - g->t0) / (double)(c - g->c0),
+						   GMX_STAMP_REFIT_NS, &g->scale) == 0
+				       ? 2
+				       : -1;
+		} else if (c < g->c0) { /* the TSC went back: start the fit again */
+			g->c0 = c;
+			g->t0 = t;
+			g->state = 1;
 		}
-		g_stamp.ca = c;
-		g_stamp.ta = t;
+		g->ca = c;
+		g->ta = t;
 		return stamp_keep(t);
 	}
 #endif
@@ -111,7 +101,7 @@ int64_t gmx_dl_stamp_ns(void)
 
 int gmx_dl_stamp_tsc(void)
 {
-	return g_stamp.state > 0;
+	return gmx_dl_stamp.state > 0;
 }
 
 static void wake(int fd)

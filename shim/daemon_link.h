@@ -25,6 +25,7 @@
 
 #include "gmx_proto.h"
 #include "lease.h"
+#include "stamp.h"
 
 #include <pthread.h>
 
@@ -36,11 +37,13 @@
 #define GMX_RING_WAIT_MS 2000	    /* an up ring the daemon does not drain for this long ends the session */
 #define GMX_RING_RESERVE 256	    /* up-ring entries ALLOC/FREE leave to notices and completions */
 #define SEQ_TABLE 8192		    /* tracked seqs (held heads plus in-flight), power of two */
-#define GMX_LEASE_RING_RESERVE 16   /* up-ring entries a leased release leaves to acknowledgements and hints \
-				     */
-#define GMX_BATCH_CHECK 32 /* batched up-ring entries pushed between two looks at the daemon (gmx_dl_flush)  \
-			    */
-#define ALLOC_MAX 4096	   /* managed allocations reported to the daemon */
+#define GMX_LEASE_RING_RESERVE                                                                               \
+	16 /* up-ring entries a leased release leaves to acknowledgements and hints                          \
+	    */
+#define GMX_BATCH_CHECK                                                                                      \
+	32	       /* batched up-ring entries pushed between two looks at the daemon (gmx_dl_flush)      \
+			*/
+#define ALLOC_MAX 4096 /* managed allocations reported to the daemon */
 #define GMX_BUDGET_RETRY_MS 5000      /* over its memory budget and nothing freed: first retry after */
 #define GMX_BUDGET_RETRY_MAX_MS 60000 /* ... doubling up to this */
 
@@ -159,10 +162,37 @@ int gmx_dl_apply_down(const gmx_ring_entry_t *e);
 /* Nanoseconds of CLOCK_MONOTONIC. */
 int64_t gmx_dl_now_ns(void);
 
+/* The leased path's clock (daemon_conn.c): the TSC's fit against CLOCK_MONOTONIC. */
+#define GMX_STAMP_REFIT_NS 1000000 /* an anchor serves this long; then clock_gettime again */
+typedef struct {
+	int state;		 /* 0 not looked yet, -1 clock_gettime only, 1 fitting, 2 fitted */
+	uint64_t c0, ca;	 /* TSC at the start of the fit, at the anchor */
+	int64_t t0, ta;		 /* CLOCK_MONOTONIC ns at the same moments */
+	gmx_stamp_scale_t scale; /* the fitted rate (state 2); its max_ticks spans GMX_STAMP_REFIT_NS */
+	int64_t last;		 /* the last stamp given: they never go back */
+} gmx_dl_stamp_t;
+extern gmx_dl_stamp_t gmx_dl_stamp;
+
+/* gmx_dl_stamp_ns when the fitted TSC cannot serve: looks, anchors, fits, or reads the clock. */
+int64_t gmx_dl_stamp_slow(void);
+
 /* CLOCK_MONOTONIC nanoseconds for the times entries carry, cheaply: from the TSC where it is
  * invariant (fitted to the clock, re-anchored every millisecond), else the clock itself; never
- * less than the stamp before. The queue lock held. */
-int64_t gmx_dl_stamp_ns(void);
+ * less than the stamp before. Inline: it is read on every leased release. The queue lock held. */
+static inline int64_t gmx_dl_stamp_ns(void)
+{
+#if defined(__x86_64__)
+	if (GMX_LIKELY(gmx_dl_stamp.state == 2)) {
+		/* A TSC behind the anchor wraps to a count above max_ticks: the slow path re-anchors. */
+		uint64_t dt = __builtin_ia32_rdtsc() - gmx_dl_stamp.ca;
+		if (GMX_LIKELY(dt < gmx_dl_stamp.scale.max_ticks)) {
+			int64_t t = gmx_dl_stamp.ta + gmx_stamp_ticks_ns(dt, gmx_dl_stamp.scale.mult);
+			return t < gmx_dl_stamp.last ? gmx_dl_stamp.last : (gmx_dl_stamp.last = t);
+		}
+	}
+#endif
+	return gmx_dl_stamp_slow();
+}
 
 /* Nonzero when gmx_dl_stamp_ns reads the TSC (it has looked, and the TSC is invariant). */
 int gmx_dl_stamp_tsc(void);

@@ -268,6 +268,14 @@ static seq_slot_t *seq_insert(uint64_t s)
 
 /* ---- the grant policy ---- */
 
+/* Nonzero when the down ring holds an entry (drain_inline's own first look, inline: on a leased
+ * release it is nearly always empty). The queue lock held. */
+static inline int down_pending(void)
+{
+	const gmx_ring_t *r = &gmx_dl.region->down;
+	return __atomic_load_n(&r->head, __ATOMIC_RELAXED) != __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
 /* Applies what the down ring holds, in order, up to a migration order (only the connection
  * thread runs those): grants and leases count before the next release. The check is one load
  * of the ring's tail when nothing came. The queue lock held. */
@@ -447,10 +455,13 @@ static int grant_lease_release(void *self, const gmx_shim_cmd_t *cmd, const uint
 	} else {
 		/* One clock reading serves the completions seen just now and this release. */
 		int64_t now = gmx_dl_stamp_ns();
-		completed_many(done, ndone, now);
-		if (ndone && gmx_dl_run_push() != 0) /* their run goes up now, whatever follows */
-			gmx_dl_desync_locked();
-		drain_inline(); /* a revoke already in the ring counts before this release */
+		if (ndone) { /* most releases have none: no call for them */
+			completed_many(done, ndone, now);
+			if (gmx_dl_run_push() != 0) /* their run goes up now, whatever follows */
+				gmx_dl_desync_locked();
+		}
+		if (down_pending()) /* a revoke already in the ring counts before this release */
+			drain_inline();
 		if (gmx_dl.lease.inflight) {
 			int d = gmx_shim_lease_decide(&gmx_dl.lease, now, gmx_dl.migrating || gmx_dl.desync,
 						      gmx_dl.granted);
@@ -568,6 +579,8 @@ static void grant_flush(void *self)
 static void grant_prepare(void *self)
 {
 	(void)self;
+	if (__atomic_load_n(&gmx_dl.thread_started, __ATOMIC_ACQUIRE))
+		return; /* gmx_dl_start's own first look, here: a call on every command otherwise */
 	gmx_dl_start();
 }
 

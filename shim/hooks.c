@@ -33,8 +33,7 @@ static inline int passthrough(void)
 	    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)                \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || gmx_shim_capturing(hStream, PTSZ) ||                        \
-		    gmx_shim_straight(hStream, PTSZ))                                                        \
+		if (GMX_LIKELY(passthrough()) || gmx_shim_launch_direct(hStream, PTSZ))                      \
 			return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,        \
 				    sharedMemBytes, hStream, kernelParams, extra);                           \
 		gmx_shim_req_t r = {.kind = KIND,                                                            \
@@ -61,8 +60,7 @@ HOOK_LAUNCH(cuLaunchKernel_ptsz, 1, GMX_CMD_LAUNCH)
 					 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams) \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || gmx_shim_capturing(hStream, PTSZ) ||                        \
-		    gmx_shim_straight(hStream, PTSZ))                                                        \
+		if (GMX_LIKELY(passthrough()) || gmx_shim_launch_direct(hStream, PTSZ))                      \
 			return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,        \
 				    sharedMemBytes, hStream, kernelParams);                                  \
 		gmx_shim_req_t r = {.kind = GMX_CMD_LAUNCH_COOP,                                             \
@@ -86,8 +84,7 @@ HOOK_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, 1)
 					 void **extra)                                                       \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || !config || gmx_shim_capturing(config->hStream, PTSZ) ||     \
-		    gmx_shim_straight(config->hStream, PTSZ))                                                \
+		if (GMX_LIKELY(passthrough()) || !config || gmx_shim_launch_direct(config->hStream, PTSZ))   \
 			return real(config, f, kernelParams, extra);                                         \
 		gmx_shim_req_t r = {.kind = GMX_CMD_LAUNCH_EX,                                               \
 				    .stream = config->hStream,                                               \

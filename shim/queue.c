@@ -494,6 +494,11 @@ int gmx_shim_straight(CUstream s, int ptsz)
 	       !gmx_q_is_ptds(s, ptsz) && __atomic_load_n(&gmx_q.queued, __ATOMIC_ACQUIRE) == 0;
 }
 
+int gmx_shim_launch_direct(CUstream s, int ptsz)
+{
+	return gmx_shim_capturing(s, ptsz) || gmx_shim_straight(s, ptsz);
+}
+
 /* The queue's counts, in the shim log when the process ends (tests read them: which thread
  * released, how many completion events were recorded in the driver). */
 __attribute__((destructor)) static void report(void)

@@ -51,6 +51,10 @@ int gmx_shim_straight(CUstream s, int ptsz);
 /* Nonzero if the stream is being captured (its work must go straight to the driver). */
 int gmx_shim_capturing(CUstream s, int ptsz);
 
+/* gmx_shim_capturing(s, ptsz) || gmx_shim_straight(s, ptsz) in one call: a launch's hook asks
+ * both on every launch. */
+int gmx_shim_launch_direct(CUstream s, int ptsz);
+
 /* Waits until the stream's queued work reached the driver; returns the stream handle for the
  * driver and the first deferred error of that queue (CUDA_SUCCESS if none) in *err. */
 CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err);
