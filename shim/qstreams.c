@@ -77,14 +77,14 @@ static gmx_sq *sq_new(CUcontext ctx, CUstream user, int kind)
 	return q;
 }
 
-/* Finds (create: or makes) the queue for a stream as seen by the calling thread. */
-gmx_sq *gmx_q_sq_find(CUstream s, int ptsz, int create)
+/* Finds (create: or makes) the queue for a stream as seen by the calling thread, without the
+ * per-thread cache (which it fills for an application stream). Not inlined: the cache's hit in
+ * gmx_q_sq_find, every launch on the stream last used, then pays none of its register saving. */
+__attribute__((noinline)) static gmx_sq *sq_find_slow(CUstream s, int ptsz, int create)
 {
 	/* The cache serves application streams only: the legacy and per-thread streams depend
 	 * on the current context, which may change between calls. */
 	int special = gmx_q_is_legacy(s, ptsz) || gmx_q_is_ptds(s, ptsz);
-	if (!special && tl_last_gen == gmx_q.gen && tl_last_q && tl_last_stream == s)
-		return tl_last_q;
 	gmx_sq *found = NULL;
 	CUcontext ctx = NULL;
 	if (gmx_q_is_legacy(s, ptsz) || gmx_q_is_ptds(s, ptsz)) {
@@ -147,4 +147,12 @@ gmx_sq *gmx_q_sq_find(CUstream s, int ptsz, int create)
 		tl_last_gen = gmx_q.gen;
 	}
 	return found;
+}
+
+gmx_sq *gmx_q_sq_find(CUstream s, int ptsz, int create)
+{
+	/* The cache never holds a default stream (which depends on the current context). */
+	if (tl_last_q && tl_last_stream == s && tl_last_gen == gmx_q.gen)
+		return tl_last_q;
+	return sq_find_slow(s, ptsz, create);
 }
