@@ -376,6 +376,17 @@ static dcmd_t *with_ranges(client_t *c)
 	return d;
 }
 
+/* Fills what a NOTICE and an AHEAD of client c both say of command d: its seq, kind, kernel. */
+static void dcmd_name(dcmd_t *d, client_t *c, const gmx_ring_entry_t *e)
+{
+	d->cseq = e->seq;
+	d->kind = e->a;
+	d->cl = c;
+	d->c.task = c->task;
+	d->c.kind = op_kind(e->a);
+	d->c.kernel_id = e->x;
+}
+
 /* A command the client announced ahead (AHEAD): kept, with its ranges, for rule 6's plan only,
  * until its NOTICE or RELEASED comes (matched there). Never shown to the policy, never granted. */
 static void ahead_entry(client_t *c, const gmx_ring_entry_t *e)
@@ -408,12 +419,7 @@ static void ahead_entry(client_t *c, const gmx_ring_entry_t *e)
 		gmxd__cut(c, "out of memory for its announcement ahead");
 		return;
 	}
-	d->cseq = e->seq;
-	d->kind = e->a;
-	d->cl = c;
-	d->c.task = c->task;
-	d->c.kind = op_kind(e->a);
-	d->c.kernel_id = e->x;
+	dcmd_name(d, c, e);
 	c->ahead[c->nahead++] = d;
 	c->ahead_last = e->seq;
 	SRV.ahead_read++;
@@ -464,16 +470,11 @@ static void up_entry(client_t *c, const gmx_ring_entry_t *e)
 			gmxd__cut(c, "out of memory for its notice");
 			return;
 		}
-		d->cseq = e->seq;
-		d->kind = e->a;
-		d->cl = c;
+		dcmd_name(d, c, e);
 		d->state = D_QUEUED;
 		d->notice_ns = gmxd__now_ns(); /* notice-to-grant from the moment it is read */
 		d->c.seq = ++SRV.seq;
-		d->c.task = c->task;
 		d->c.stream = 0;
-		d->c.kind = op_kind(e->a);
-		d->c.kernel_id = e->x;
 		hash_put(c, d);
 		c->refs++;
 		c->queued++;
