@@ -335,11 +335,28 @@ static void lp_leases(gmx_policy_t *s, int hp, int a, int64_t gap, int64_t now)
 	}
 }
 
+/* HP work about to be released: every LP lease ends before it is, so the revoke reaches the LP
+ * interposers before the device prepares HP's release (gpumuxd plans and orders its memory
+ * there, hundreds of microseconds on a loaded machine, while a leased LP client kept releasing
+ * kernels that the HP kernel then queued behind). */
+static void revoke_before_hp(gmx_policy_t *s, int hp)
+{
+	int arriving = 0;
+	for (uint32_t i = 0; i < s->n_tasks && !arriving; i++) {
+		const gtask_t *t = &s->task[i];
+		arriving = t->present && t->priority == hp && t->queue.head && t->inflight < s->params.inflight_max;
+	}
+	for (uint32_t i = 0; arriving && i < s->n_tasks; i++)
+		if (s->task[i].present && s->task[i].priority > hp)
+			gmx_lease_set(&s->dev, i, &s->task[i].lease, 0, 0);
+}
+
 static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
 	int hp = hp_level(s);
 	int busy = 0;
+	revoke_before_hp(s, hp);
 	for (uint32_t i = 0; i < s->n_tasks; i++) {
 		gtask_t *t = &s->task[i];
 		if (!t->present || t->priority != hp)

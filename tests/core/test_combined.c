@@ -582,12 +582,22 @@ static void f_lease(void *c, uint32_t task, const gmx_lease_t *l)
 	lease_of[task] = l ? *l : (gmx_lease_t){0};
 	leases_sent++;
 }
+/* The LP lease in effect when each HP command was released: the revoke must come first (gpumuxd
+ * prepares an HP release, its memory plan and orders, while the LP interposer keeps releasing). */
+static uint32_t lp_lease_at_hp_release;
+static int f_submit_seeing_lease(void *c, gmx_cmd_t *cmd)
+{
+	if (cmd->task == 0)
+		lp_lease_at_hp_release = lease_of[1].inflight;
+	return f_submit(c, cmd);
+}
 static void lp_lease_bounded_by_the_gap_and_revoked_on_hp(void **state)
 {
 	(void)state;
 	fake_t f = {0};
 	memset(lease_of, 0, sizeof lease_of);
-	gmx_device_t dev = {.ctx = &f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_device_t dev = {
+	    .ctx = &f, .now = f_now, .submit = f_submit_seeing_lease, .set_timer = f_timer, .lease = f_lease};
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	p.slice_ns = 100000000;
@@ -623,12 +633,14 @@ static void lp_lease_bounded_by_the_gap_and_revoked_on_hp(void **state)
 	gmx_cmd_t a2 = {.seq = 101, .task = 1, .kind = GMX_OP_KERNEL, .kernel_id = 5, .leased = 1};
 	ops->on_launch(s, &a2);
 	assert_int_equal(f.submitted[1], 1); /* never submitted by the policy */
-	/* HP arrives: the lease is revoked at once. */
+	/* HP arrives: the lease is revoked at once, before HP's command is released. */
 	hp[16] = (gmx_cmd_t){.seq = 102, .task = 0, .kind = GMX_OP_KERNEL, .kernel_id = 9};
 	f.now += 10000;
+	lp_lease_at_hp_release = 99;
 	ops->on_launch(s, &hp[16]);
 	assert_int_equal(lease_of[1].inflight, 0);
 	assert_int_equal(f.submitted[0], 17);
+	assert_int_equal(lp_lease_at_hp_release, 0);
 	ops->on_complete(s, &a2);
 	ops->on_complete(s, &hp[16]);
 	ops->destroy(s);
