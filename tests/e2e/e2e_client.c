@@ -28,7 +28,8 @@
  * the reply; huge-alloc registers and announces an allocation no machine holds.
  * --linger-when: once every kernel completed, write "idle" and stay connected, memory held,
  * until FILE exists (up to 60 s).
- * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call), "idle",
+ * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call, the line
+ * written after it), "idle",
  * "done".
  * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T batch_ns=M" before
  * "done": M is the median time of one batch of --sync-every launches and its synchronisation,
@@ -593,9 +594,11 @@ int main(int argc, char **argv)
 		CUdeviceptr at = buf + (CUdeviceptr)((i % windows) * touch_mb) * (1u << 20);
 		unsigned long long touch = (unsigned long long)touch_mb << 20;
 		void *args[] = {&at, &idx, &touch};
-		if (!quiet)
-			fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], now_ns());
+		/* The clock before the call, its line after: the write is not part of the request. */
+		long long t_call = quiet ? 0 : now_ns();
 		CU(cuLaunchKernel(fn[k], 1, 1, 1, 32, 1, 1, 0, st, args, NULL));
+		if (!quiet)
+			fprintf(log, "launch i=%ld name=%s t_ns=%lld\n", i, names[k], t_call);
 		if (record_every > 0 && (i + 1) % record_every == 0) {
 			CUevent ev;
 			CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
