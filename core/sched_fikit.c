@@ -431,12 +431,32 @@ static void update_leases(gmx_policy_t *s, int hp, int free_run)
 		}
 }
 
+/* HP work about to be released: the lower levels' leases end before it is (update_leases
+ * would end them after), so the revoke reaches their interposers before gpumuxd prepares the
+ * HP release (for an oversubscribed client its memory plan and orders). */
+static void revoke_before_hp(gmx_policy_t *s, int hp)
+{
+	if (!s->dev.lease)
+		return;
+	int arriving = 0;
+	FOR_BITS(k, s->qbits[hp]) {
+		const ftask_t *t = &s->task[s->level[hp][k]];
+		arriving |= t->queue.head && t->inflight < s->params.inflight_max;
+	}
+	for (int l = hp + 1; arriving && l < GMX_PRIORITY_LEVELS; l++)
+		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+			ftask_t *t = &s->task[s->level[l][k]];
+			gmx_lease_set(&s->dev, s->level[l][k], &t->lease, 0, 0);
+		}
+}
+
 static void dispatch(gmx_policy_t *s)
 {
 	int64_t now = s->dev.now(s->dev.ctx);
 	int hp = hp_level(s);
 	if (hp < 0)
 		return;
+	revoke_before_hp(s, hp);
 	/* Only tasks with a queue head (their level's bits, in level order): an event costs the same
 	 * however many tasks share the level. */
 	FOR_BITS(k, s->qbits[hp]) {

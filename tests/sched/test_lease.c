@@ -17,6 +17,7 @@ typedef struct {
 	int64_t now, timer;
 	uint32_t n_sub, n_lease, n_timer;
 	gmx_lease_t lease[GMX_MAX_TASKS]; /* what each task was last told */
+	uint32_t lp_leased_at_hp;	  /* f_submit */
 } fake_t;
 
 static int64_t f_now(void *c)
@@ -26,8 +27,14 @@ static int64_t f_now(void *c)
 
 static int f_submit(void *c, gmx_cmd_t *cmd)
 {
-	(void)cmd;
-	((fake_t *)c)->n_sub++;
+	fake_t *f = c;
+	f->n_sub++;
+	/* The most lower-priority leases in effect at an HP (task 0) release: revokes come first. */
+	uint32_t lp = 0;
+	for (uint32_t t = 1; cmd->task == 0 && t < GMX_MAX_TASKS; t++)
+		lp += f->lease[t].inflight;
+	if (lp > f->lp_leased_at_hp)
+		f->lp_leased_at_hp = lp;
 	return 0;
 }
 
@@ -164,12 +171,14 @@ static void fikit_leases_and_revoke(void **state)
 	assert_int_equal(r.f.n_sub, 2);
 	assert_int_equal(r.f.lease[1].inflight, 1);
 	assert_int_equal(r.f.lease[0].inflight, 0);
-	/* The HP task launches: the LP lease is revoked at once, the HP command released. */
+	/* The HP task launches: the LP lease is revoked at once, before the HP command is released. */
 	r.f.now += 1000;
+	r.f.lp_leased_at_hp = 0;
 	launch(&r, 0, 0);
 	assert_int_equal(r.f.n_sub, 3);
 	assert_int_equal(r.f.lease[1].inflight, 0);
 	assert_int_equal(r.f.lease[0].inflight, 2);
+	assert_int_equal(r.f.lp_leased_at_hp, 0);
 	r.ops->destroy(r.p);
 }
 
