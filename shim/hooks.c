@@ -14,6 +14,14 @@ static inline int passthrough(void)
 	return gmx_shim_policy->passthrough;
 }
 
+/* gmx_shim_launch_direct, called only when gmx_shim_maybe_direct() says it may hold: under a policy
+ * that may hold (daemon, hold) and with no capture under way, a launch skips the call and the
+ * saving of its arguments around it (43 instructions a leased launch, docs/daemon.md). */
+static inline int launch_direct(CUstream s, int ptsz)
+{
+	return gmx_shim_maybe_direct() && gmx_shim_launch_direct(s, ptsz);
+}
+
 /* Queues req; falls back to a barrier + direct call when the queue cannot take it. */
 #define QUEUE_OR_DIRECT(req, stream_var, ptsz, direct_call)                                                  \
 	do {                                                                                                 \
@@ -33,7 +41,7 @@ static inline int passthrough(void)
 	    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)                \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || gmx_shim_launch_direct(hStream, PTSZ))                      \
+		if (GMX_LIKELY(passthrough()) || launch_direct(hStream, PTSZ))                               \
 			return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,        \
 				    sharedMemBytes, hStream, kernelParams, extra);                           \
 		gmx_shim_req_t r = {.kind = KIND,                                                            \
@@ -60,7 +68,7 @@ HOOK_LAUNCH(cuLaunchKernel_ptsz, 1, GMX_CMD_LAUNCH)
 					 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams) \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || gmx_shim_launch_direct(hStream, PTSZ))                      \
+		if (GMX_LIKELY(passthrough()) || launch_direct(hStream, PTSZ))                               \
 			return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,        \
 				    sharedMemBytes, hStream, kernelParams);                                  \
 		gmx_shim_req_t r = {.kind = GMX_CMD_LAUNCH_COOP,                                             \
@@ -84,7 +92,7 @@ HOOK_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, 1)
 					 void **extra)                                                       \
 	{                                                                                                    \
 		GMX_REAL_OR_RETURN(real, NAME);                                                              \
-		if (GMX_LIKELY(passthrough()) || !config || gmx_shim_launch_direct(config->hStream, PTSZ))   \
+		if (GMX_LIKELY(passthrough()) || !config || launch_direct(config->hStream, PTSZ))            \
 			return real(config, f, kernelParams, extra);                                         \
 		gmx_shim_req_t r = {.kind = GMX_CMD_LAUNCH_EX,                                               \
 				    .stream = config->hStream,                                               \

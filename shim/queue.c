@@ -18,6 +18,7 @@ gmx_qstate_t gmx_q = {.lock = PTHREAD_MUTEX_INITIALIZER,
 		      .cv_work = PTHREAD_COND_INITIALIZER,
 		      .cv_done = PTHREAD_COND_INITIALIZER};
 
+gmx_shim_direct_t gmx_shim_direct;
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 GMX_TLS int tl_dispatcher;
 GMX_TLS CUcontext tl_disp_ctx;
@@ -54,7 +55,8 @@ static void init_once(void)
 	    1000L * env_long("GPUMUX_SHIM_POLL_US", GMX_POLL_US_DEFAULT, GMX_POLL_US_MIN, GMX_POLL_US_MAX);
 	gmx_q.ahead_max =
 	    (int)env_long("GPUMUX_SHIM_AHEAD", GMX_AHEAD_DEFAULT, GMX_AHEAD_MIN, GMX_AHEAD_MAX_PER_STREAM);
-	__atomic_store_n(&gmx_q.untracked, gmx_grant_never_holds(gmx_shim_policy), __ATOMIC_RELAXED);
+	__atomic_store_n(&gmx_shim_direct.untracked, gmx_grant_never_holds(gmx_shim_policy),
+			 __ATOMIC_RELAXED);
 	__atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
 }
 
@@ -110,7 +112,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	 * for this thread, and launches before the queue was set up. The driver gets the call the
 	 * application made, in the caller's own context, so that context need not be the stream's as
 	 * for a release. */
-	if (gmx_q.untracked && gmx_q.queued == 0 && gmx_shim_log_fd < 0) {
+	if (gmx_shim_direct.untracked && gmx_q.queued == 0 && gmx_shim_log_fd < 0) {
 		CUresult r = gmx_shim__req_call_driver(req, q->real);
 		if (r != GMX_SHIM_DIRECT) {
 			gmx_q.seq++;
@@ -242,7 +244,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 
 int gmx_shim_capturing(CUstream s, int ptsz)
 {
-	if (__atomic_load_n(&gmx_q.captures, __ATOMIC_RELAXED) == 0)
+	if (__atomic_load_n(&gmx_shim_direct.captures, __ATOMIC_RELAXED) == 0)
 		return 0;
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	__typeof__(&cuStreamIsCapturing) f =
@@ -254,14 +256,14 @@ int gmx_shim_capturing(CUstream s, int ptsz)
 
 void gmx_shim_capture_begin(void)
 {
-	__atomic_add_fetch(&gmx_q.captures, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&gmx_shim_direct.captures, 1, __ATOMIC_RELAXED);
 }
 
 void gmx_shim_capture_end(void)
 {
-	int v = __atomic_load_n(&gmx_q.captures, __ATOMIC_RELAXED);
-	while (v > 0 && !__atomic_compare_exchange_n(&gmx_q.captures, &v, v - 1, 0, __ATOMIC_RELAXED,
-						     __ATOMIC_RELAXED))
+	int v = __atomic_load_n(&gmx_shim_direct.captures, __ATOMIC_RELAXED);
+	while (v > 0 && !__atomic_compare_exchange_n(&gmx_shim_direct.captures, &v, v - 1, 0,
+						     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 
@@ -477,7 +479,7 @@ void gmx_shim_queue_atfork_child(void)
 	gmx_q.inflight = 0;
 	gmx_q.dispatcher = 0;
 	gmx_q.disp_idle = 0;
-	gmx_q.captures = 0;
+	gmx_shim_direct.captures = 0;
 	gmx_q.free_cmds = NULL;
 	gmx_q.gen++;
 	memset(gmx_q.ev, 0, sizeof gmx_q.ev);
@@ -489,8 +491,8 @@ void gmx_shim_queue_atfork_child(void)
 
 int gmx_shim_straight(CUstream s, int ptsz)
 {
-	/* gmx_q.untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
-	return __atomic_load_n(&gmx_q.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 &&
+	/* untracked is written once, by init_once; a thread that reads it before sees 0 (the queue). */
+	return __atomic_load_n(&gmx_shim_direct.untracked, __ATOMIC_RELAXED) && gmx_shim_log_fd < 0 &&
 	       !gmx_q_is_ptds(s, ptsz) && __atomic_load_n(&gmx_q.queued, __ATOMIC_ACQUIRE) == 0;
 }
 

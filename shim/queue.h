@@ -52,8 +52,28 @@ int gmx_shim_straight(CUstream s, int ptsz);
 int gmx_shim_capturing(CUstream s, int ptsz);
 
 /* gmx_shim_capturing(s, ptsz) || gmx_shim_straight(s, ptsz) in one call: a launch's hook asks
- * both on every launch. */
+ * both on every launch for which gmx_shim_maybe_direct() holds. */
 int gmx_shim_launch_direct(CUstream s, int ptsz);
+
+/* What gmx_shim_launch_direct looks at first (queue.c writes both). */
+typedef struct {
+	int captures;  /* captures begun and not ended (gmx_shim_capture_begin / _end) */
+	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight;
+			  written once, by the queue's set-up (0 before: the queue) */
+} gmx_shim_direct_t;
+extern gmx_shim_direct_t gmx_shim_direct;
+
+/* 0 when gmx_shim_launch_direct would say 0 for any stream (no capture under way and a policy
+ * that may hold), read inline: a launch's hook then builds its request without a call that its
+ * arguments must be saved around. The same relaxed loads of the same words as the first looks of
+ * gmx_shim_capturing and gmx_shim_straight, at the same point of the hook, so nothing is ordered
+ * differently: a capture begun by this thread is seen (program order), one begun by another
+ * thread at the same moment is unordered with this launch, as it was with those looks. */
+static inline int gmx_shim_maybe_direct(void)
+{
+	return __atomic_load_n(&gmx_shim_direct.captures, __ATOMIC_RELAXED) |
+	       __atomic_load_n(&gmx_shim_direct.untracked, __ATOMIC_RELAXED);
+}
 
 /* Waits until the stream's queued work reached the driver; returns the stream handle for the
  * driver and the first deferred error of that queue (CUDA_SUCCESS if none) in *err. */

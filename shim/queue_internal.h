@@ -96,9 +96,7 @@ typedef struct {
 	pthread_cond_t cv_poll;
 	int poll_kicked;
 	int lease_full; /* the last leased release left the lease no room: the next asks the stream first */
-	int untracked;	/* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight */
 	unsigned gen;	/* bumped when a queue is freed: invalidates per-thread caches */
-	int captures;
 	evinfo_t *ev[EV_BUCKETS];
 	gmx_cmd *free_cmds;
 	/* counts for the shim log at exit (queue.c's report) */

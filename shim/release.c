@@ -62,7 +62,7 @@ void gmx_q_release_head(gmx_sq *q)
 		if (set && set(q->ctx) == CUDA_SUCCESS)
 			tl_disp_ctx = q->ctx;
 	}
-	int tracks = gmx_q_counted(c->info.kind) && !gmx_q.untracked;
+	int tracks = gmx_q_counted(c->info.kind) && !gmx_shim_direct.untracked;
 	if (tracks)
 		gmx_q_mark_tail(q, 0);
 	CUresult r = gmx_shim__cmd_call_driver(c, q->real);

@@ -40,4 +40,13 @@ static inline void cu_test_open(const char *module, CUcontext *ctx, CUmodule *mo
 	CU(cuModuleLoadData(mod, module));
 }
 
+/* cu_test_open, then the module's kernel `name` (*f) and a non-blocking stream (*s). */
+static inline void cu_test_open_stream(const char *module, const char *name, CUcontext *ctx, CUmodule *mod,
+				       CUfunction *f, CUstream *s)
+{
+	cu_test_open(module, ctx, mod);
+	CU(cuModuleGetFunction(f, *mod, name));
+	CU(cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+}
+
 #endif

@@ -201,10 +201,8 @@ int main(void)
 	CUcontext ctx;
 	CUmodule mod;
 	CUfunction f;
-	cu_test_open(MODULE_TEXT, &ctx, &mod);
-	CU(cuModuleGetFunction(&f, mod, "marker"));
 	CUstream s;
-	CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	cu_test_open_stream(MODULE_TEXT, "marker", &ctx, &mod, &f, &s);
 	/* Until the link is up, commands pass through: launch until one is noticed (and granted). */
 	for (int i = 0; __atomic_load_n(&F.notices, __ATOMIC_ACQUIRE) == 0; i++) {
 		CU(launch_marker(f, s, i));
