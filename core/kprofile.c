@@ -69,6 +69,9 @@ static uint32_t key_hash(uint64_t id, uint64_t prev)
 
 static int64_t find_index(const gmx_kprof_t *p, uint64_t id, uint64_t prev)
 {
+	uint32_t m = p->memo[prev != 0];
+	if (m && m <= p->n && p->e[m - 1].id == id && p->e[m - 1].prev == prev)
+		return m - 1;
 	if (!p->cap)
 		return -1;
 	for (uint32_t s = key_hash(id, prev) & (p->cap - 1);; s = (s + 1) & (p->cap - 1)) {
@@ -166,10 +169,12 @@ static int observe_key(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur, 
 			p->e[i].name[len] = 0;
 		}
 	}
+	p->memo[prev != 0] = (uint32_t)i + 1;
 	return sample(&p->e[i], dur, gap);
 }
 
-int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns, int64_t gap_ns, const char *name)
+int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns, int64_t gap_ns,
+		      const char *name)
 {
 	if (!id || dur_ns < 0 || gap_ns < 0)
 		return -EINVAL;

@@ -52,22 +52,22 @@ typedef struct ftask {
 	gmx_cmd_queue_t queue; /* launch order */
 	uint32_t inflight;
 	int priority, present, done;
-	int host_wait;               /* the task's host is blocked on the device */
+	int host_wait; /* the task's host is blocked on the device */
 	gmx_kprof_t *prof;
 	uint64_t last_id, last_prev; /* last completed kernel and the one completed before it */
-	uint64_t sub_last;           /* last released kernel: the context of the head */
-	int64_t last_end;            /* last completion; -1 never */
-	int64_t head_since;          /* when the current head became head */
+	uint64_t sub_last;	     /* last released kernel: the context of the head */
+	int64_t last_end;	     /* last completion; -1 never */
+	int64_t head_since;	     /* when the current head became head */
 	/* measuring: one slot per command in flight (at most slot_cap), found by seq; a
 	 * slot per task, not by seq modulo the bound, since seq is device-wide and other tasks'
 	 * commands fall between this task's */
 	fslot_t *slot;
-	int64_t busy_until;          /* predicted end of the task's in-flight work */
-	int64_t prev_done;           /* previous completion of any command of the task */
-	int pending;                 /* an observation waits for its gap */
+	int64_t busy_until; /* predicted end of the task's in-flight work */
+	int64_t prev_done;  /* previous completion of any command of the task */
+	int pending;	    /* an observation waits for its gap */
 	uint64_t p_id, p_prev;
 	int64_t p_dur, p_end;
-	gmx_lease_t lease; /* what the device was told */
+	gmx_lease_t lease;  /* what the device was told */
 	int b_head, b_busy; /* as last noted in its level's books (note()) */
 	/* slots in use: [0, span) (inflight_max, or the deepest time-sized lease granted), taken and
 	 * freed from cursors (commands mostly complete in release order), their predictions' sum */
@@ -82,7 +82,7 @@ struct gmx_policy {
 	gmx_device_t dev;
 	gmx_sched_params_t params;
 	uint32_t n_tasks;
-	int last_task;       /* task whose command was released last (context on the GPU) */
+	int last_task; /* task whose command was released last (context on the GPU) */
 	uint32_t level_n[GMX_PRIORITY_LEVELS];
 	uint32_t level[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS];
 	ftask_t task[GMX_MAX_TASKS];
@@ -94,9 +94,27 @@ struct gmx_policy {
 	/* Per level, kept as tasks change (note()) so that an event costs the same with 2 or 100
 	 * tasks: bit k of qbits[l] / bbits[l]: level[l][k] has a queue head / work queued or in
 	 * flight; nbusy[l]: how many have work; pos[task]: its k. */
-	uint64_t qbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64], bbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64];
+	uint64_t qbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64],
+	    bbits[GMX_PRIORITY_LEVELS][GMX_MAX_TASKS / 64];
 	uint32_t nbusy[GMX_PRIORITY_LEVELS], pos[GMX_MAX_TASKS];
+	/* Bit l: level l has a task (level_n[l] > 0). An event's passes over the levels below the HP
+	 * level visit only these: with every client at one priority, none. */
+	uint32_t levels;
 };
+
+/* The levels at or below level `from` that have a task, as a mask for LEVEL_NEXT. */
+static uint32_t levels_from(const gmx_policy_t *s, int from)
+{
+	if (from <= 0)
+		return s->levels;
+	return from >= GMX_PRIORITY_LEVELS ? 0 : s->levels & ~((1u << from) - 1u);
+}
+
+/* The best (lowest-numbered) level in mask m, which must not be 0. */
+static int level_first(uint32_t m)
+{
+	return __builtin_ctz(m);
+}
 
 static void bit_set(uint64_t *w, uint32_t k, int on)
 {
@@ -132,10 +150,11 @@ static void note(gmx_policy_t *s, uint32_t ti)
  * read a word at a time, so the body may clear bits at or before k (not after). */
 /* k is the name the loop declares: it cannot be parenthesised. */
 /* NOLINTBEGIN(bugprone-macro-parentheses) */
-#define FOR_BITS(k, bits)                                                                              \
-	for (uint32_t w_ = 0; w_ < GMX_MAX_TASKS / 64; w_++)                                           \
-		for (uint64_t m_ = (bits)[w_]; m_; m_ &= m_ - 1)                                          \
-			for (int k = (int)(w_ * 64 + (uint32_t)__builtin_ctzll(m_)), once_ = 1; once_; once_ = 0)
+#define FOR_BITS(k, bits)                                                                                    \
+	for (uint32_t w_ = 0; w_ < GMX_MAX_TASKS / 64; w_++)                                                 \
+		for (uint64_t m_ = (bits)[w_]; m_; m_ &= m_ - 1)                                             \
+			for (int k = (int)(w_ * 64 + (uint32_t)__builtin_ctzll(m_)), once_ = 1; once_;       \
+			     once_ = 0)
 /* NOLINTEND(bugprone-macro-parentheses) */
 
 static int fk_create(const gmx_sched_params_t *p, const gmx_device_t *dev, gmx_policy_t **out)
@@ -187,6 +206,8 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 			bit_set(bits, k, (bits[last / 64] >> (last % 64)) & 1);
 			bit_set(bits, last, 0);
 		}
+		if (!*n)
+			s->levels &= ~(1u << t->priority);
 		free(t->slot);
 		memset(t, 0, sizeof(*t));
 	}
@@ -202,6 +223,7 @@ static int fk_task_add(gmx_policy_t *s, uint32_t task, int priority)
 		t->prof = s->params.profiles[task];
 	s->pos[task] = s->level_n[priority];
 	s->level[priority][s->level_n[priority]++] = task;
+	s->levels |= 1u << priority;
 	s->gen++;
 	if (task + 1 > s->n_tasks)
 		s->n_tasks = task + 1;
@@ -265,10 +287,12 @@ static void release(gmx_policy_t *s, uint32_t ti)
 /* The HP level: the best priority among tasks not finished. */
 static int hp_level(const gmx_policy_t *s)
 {
-	for (int l = 0; l < GMX_PRIORITY_LEVELS; l++)
+	for (uint32_t m = s->levels; m; m &= m - 1) {
+		int l = level_first(m);
 		for (uint32_t k = 0; k < s->level_n[l]; k++)
 			if (!s->task[s->level[l][k]].done)
 				return l;
+	}
 	return -1;
 }
 
@@ -277,15 +301,20 @@ int64_t gmx_fikit_pick(const gmx_policy_t *s, int above, int64_t now, int64_t ga
 	/* Work already placed in the gap counts against it: concurrent lower
 	 * kernels would slow each other, so the gap is budgeted as if serial. */
 	int64_t placed = 0;
-	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++)
-		FOR_BITS(k, s->bbits[l]) { /* a task with no work has busy_until <= now */
+	for (uint32_t m = levels_from(s, above + 1); m; m &= m - 1) {
+		int l = level_first(m);
+		FOR_BITS(k, s->bbits[l])
+		{ /* a task with no work has busy_until <= now */
 			int64_t b = s->task[s->level[l][k]].busy_until - now;
 			if (b > placed)
 				placed = b;
 		}
-	for (int l = above + 1; l < GMX_PRIORITY_LEVELS; l++) {
+	}
+	for (uint32_t m = levels_from(s, above + 1); m; m &= m - 1) {
+		int l = level_first(m);
 		int64_t best = -1;
-		FOR_BITS(k, s->qbits[l]) {
+		FOR_BITS(k, s->qbits[l])
+		{
 			uint32_t ti = s->level[l][k];
 			const ftask_t *t = &s->task[ti];
 			if (!t->queue.head || t->inflight >= s->params.inflight_max)
@@ -318,8 +347,8 @@ static int64_t hp_gap(const gmx_policy_t *s, int hp, int64_t now, int64_t *reche
 		if (t->done)
 			continue;
 		int64_t since = t->last_end >= 0 ? t->last_end : 0;
-		const gmx_kprof_entry_t *e = t->prof && t->last_id ? gmx_kprof_lookup(t->prof, t->last_id, t->last_prev)
-								    : NULL;
+		const gmx_kprof_entry_t *e =
+		    t->prof && t->last_id ? gmx_kprof_lookup(t->prof, t->last_id, t->last_prev) : NULL;
 		int64_t r;
 		if (!e) {
 			if (now - since >= FREE_AFTER_UNKNOWN_NS)
@@ -403,10 +432,10 @@ static void update_leases(gmx_policy_t *s, int hp, int free_run)
 	if (!s->dev.lease)
 		return;
 	int lower = -1; /* the best lower level with work */
-	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS && lower < 0; l++)
-		for (uint32_t k = 0; k < s->level_n[l] && lower < 0; k++)
+	for (uint32_t m = levels_from(s, hp + 1); m && lower < 0; m &= m - 1)
+		for (uint32_t k = 0, l = (uint32_t)level_first(m); k < s->level_n[l] && lower < 0; k++)
 			if (task_busy(&s->task[s->level[l][k]]))
-				lower = l;
+				lower = (int)l;
 	int lp_run = free_run && lower >= 0;
 	int key = lp_run ? lower : -1;
 	if (s->lease_valid && s->lease_hp == hp && s->lease_lower == key && s->lease_gen == s->gen)
@@ -418,14 +447,14 @@ static void update_leases(gmx_policy_t *s, int hp, int free_run)
 	uint32_t hp_live = 0; /* a lone task of the HP level may hold a time-sized lease */
 	for (uint32_t k = 0; k < s->level_n[hp]; k++)
 		hp_live += !s->task[s->level[hp][k]].done;
-	for (int l = hp; l < GMX_PRIORITY_LEVELS; l++)
-		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+	for (uint32_t m = levels_from(s, hp); m; m &= m - 1)
+		for (uint32_t k = 0, l = (uint32_t)level_first(m); k < s->level_n[l]; k++) {
 			uint32_t ti = s->level[l][k];
 			ftask_t *t = &s->task[ti];
 			uint32_t n = 0;
-			if (!t->done && l == hp && !lp_run)
+			if (!t->done && (int)l == hp && !lp_run)
 				n = hp_live == 1 && t->depth ? t->depth : s->params.inflight_max;
-			else if (!t->done && lp_run && l == lower)
+			else if (!t->done && lp_run && (int)l == lower)
 				n = 1;
 			gmx_lease_set(&s->dev, ti, &t->lease, n, 0);
 		}
@@ -439,12 +468,13 @@ static void revoke_before_hp(gmx_policy_t *s, int hp)
 	if (!s->dev.lease)
 		return;
 	int arriving = 0;
-	FOR_BITS(k, s->qbits[hp]) {
+	FOR_BITS(k, s->qbits[hp])
+	{
 		const ftask_t *t = &s->task[s->level[hp][k]];
 		arriving |= t->queue.head && t->inflight < s->params.inflight_max;
 	}
-	for (int l = hp + 1; arriving && l < GMX_PRIORITY_LEVELS; l++)
-		for (uint32_t k = 0; k < s->level_n[l]; k++) {
+	for (uint32_t m = arriving ? levels_from(s, hp + 1) : 0; m; m &= m - 1)
+		for (uint32_t k = 0, l = (uint32_t)level_first(m); k < s->level_n[l]; k++) {
 			ftask_t *t = &s->task[s->level[l][k]];
 			gmx_lease_set(&s->dev, s->level[l][k], &t->lease, 0, 0);
 		}
@@ -459,7 +489,8 @@ static void dispatch(gmx_policy_t *s)
 	revoke_before_hp(s, hp);
 	/* Only tasks with a queue head (their level's bits, in level order): an event costs the same
 	 * however many tasks share the level. */
-	FOR_BITS(k, s->qbits[hp]) {
+	FOR_BITS(k, s->qbits[hp])
+	{
 		uint32_t ti = s->level[hp][k];
 		ftask_t *t = &s->task[ti];
 		while (t->queue.head && t->inflight < s->params.inflight_max)
@@ -468,8 +499,10 @@ static void dispatch(gmx_policy_t *s)
 	int hp_busy = s->nbusy[hp] > 0;
 	int64_t wake = INT64_MAX;
 	/* Starvation bound: heads that waited starve_ns go now. */
-	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
-		FOR_BITS(k, s->qbits[l]) {
+	for (uint32_t m = levels_from(s, hp + 1); m; m &= m - 1) {
+		int l = level_first(m);
+		FOR_BITS(k, s->qbits[l])
+		{
 			uint32_t ti = s->level[l][k];
 			ftask_t *t = &s->task[ti];
 			if (!t->queue.head || t->inflight)
@@ -480,24 +513,28 @@ static void dispatch(gmx_policy_t *s)
 			else if (due < wake)
 				wake = due;
 		}
+	}
 	/* The HP level idle: its gap matters only to lower levels with work (filled into it, or run
 	 * freely past it); with none, no gap is predicted and no recheck timer set (a lower task's
 	 * launch dispatches again). */
 	int lower_busy = 0;
-	for (int l = hp + 1; l < GMX_PRIORITY_LEVELS && !lower_busy; l++)
-		lower_busy = s->nbusy[l] > 0;
+	for (uint32_t m = levels_from(s, hp + 1); m && !lower_busy; m &= m - 1)
+		lower_busy = s->nbusy[level_first(m)] > 0;
 	int free_run = 0;
 	if (!hp_busy && lower_busy) {
 		int64_t recheck;
 		int64_t g = hp_gap(s, hp, now, &recheck);
 		free_run = g == INT64_MAX;
 		if (g == INT64_MAX) {
-			for (int l = hp + 1; l < GMX_PRIORITY_LEVELS; l++)
-				FOR_BITS(k, s->qbits[l]) {
+			for (uint32_t m = levels_from(s, hp + 1); m; m &= m - 1) {
+				int l = level_first(m);
+				FOR_BITS(k, s->qbits[l])
+				{
 					uint32_t ti = s->level[l][k];
 					if (s->task[ti].queue.head && !s->task[ti].inflight)
 						release_lp(s, ti, now);
 				}
+			}
 		} else {
 			uint32_t ti;
 			while (gmx_fikit_pick(s, hp, now, g, &ti) >= 0)
@@ -612,15 +649,15 @@ static void fk_on_host_wait(gmx_policy_t *s, uint32_t task)
 }
 
 const gmx_policy_ops_t gmx_sched_fikit_ops = {
-	.name = "fikit",
-	.summary = "priority levels; lower levels fill the HP task's predicted idle gaps (BestPrioFit)",
-	.flags = GMX_POLICY_SPATIAL | GMX_POLICY_PROFILES | GMX_POLICY_PRIORITY_BLOCKS,
-	.create = fk_create,
-	.destroy = fk_destroy,
-	.task_add = fk_task_add,
-	.task_done = fk_task_done,
-	.on_launch = fk_on_launch,
-	.on_complete = fk_on_complete,
-	.on_timer = fk_on_timer,
-	.on_host_wait = fk_on_host_wait,
+    .name = "fikit",
+    .summary = "priority levels; lower levels fill the HP task's predicted idle gaps (BestPrioFit)",
+    .flags = GMX_POLICY_SPATIAL | GMX_POLICY_PROFILES | GMX_POLICY_PRIORITY_BLOCKS,
+    .create = fk_create,
+    .destroy = fk_destroy,
+    .task_add = fk_task_add,
+    .task_done = fk_task_done,
+    .on_launch = fk_on_launch,
+    .on_complete = fk_on_complete,
+    .on_timer = fk_on_timer,
+    .on_host_wait = fk_on_host_wait,
 };

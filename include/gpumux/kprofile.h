@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GMX_KPROF_QPTS 33        /* quantile points per distribution: q = i / 32, i = 0..32 */
-#define GMX_KPROF_SAMPLES 256    /* samples kept per entry while measuring (reservoir) */
-#define GMX_KPROF_NAME_MAX 512   /* longest kernel name kept (bytes, with the terminator) */
+#define GMX_KPROF_QPTS 33      /* quantile points per distribution: q = i / 32, i = 0..32 */
+#define GMX_KPROF_SAMPLES 256  /* samples kept per entry while measuring (reservoir) */
+#define GMX_KPROF_NAME_MAX 512 /* longest kernel name kept (bytes, with the terminator) */
 
 /* The context of a kernel that completed while its host was waiting for it
  * and left the task with nothing queued: the end of a request or a step,
@@ -35,10 +35,10 @@ typedef struct gmx_kdist {
 /* The profile of one kernel ID, for all contexts (prev == 0) or after `prev`. */
 typedef struct gmx_kprof_entry {
 	uint64_t id, prev;
-	uint64_t n;        /* observations */
-	gmx_kdist_t dur;   /* duration */
-	gmx_kdist_t gap;   /* idle time after it until the task's next command is ready */
-	char *name;        /* symbol name, or NULL */
+	uint64_t n;	 /* observations */
+	gmx_kdist_t dur; /* duration */
+	gmx_kdist_t gap; /* idle time after it until the task's next command is ready */
+	char *name;	 /* symbol name, or NULL */
 	/* measuring only: the reservoir, summarised by gmx_kprof_finish */
 	int64_t *dur_s, *gap_s;
 	uint32_t n_s;
@@ -48,19 +48,23 @@ typedef struct gmx_kprof_entry {
  * open-addressing table keyed by (id, prev). */
 struct gmx_kprof {
 	char *task;
-	uint64_t units;    /* units measured (informational) */
+	uint64_t units; /* units measured (informational) */
 	gmx_kprof_entry_t *e;
-	uint32_t n, cap_e; /* entries used, allocated */
-	uint32_t *slot;    /* entry index + 1, 0 empty */
-	uint32_t cap;      /* slots (a power of two) */
+	uint32_t n, cap_e;    /* entries used, allocated */
+	uint32_t *slot;	      /* entry index + 1, 0 empty */
+	uint32_t cap;	      /* slots (a power of two) */
 	uint32_t max_entries; /* 0: no bound; else observations of new (id, prev) keys past it are
 			       * refused (-ENOSPC) while known keys keep learning */
+	/* The entry last observed without and with a context (prev), + 1 (0: none): a task's kernels
+	 * repeat, so most lookups are of these and skip the table. Checked before use: never stale. */
+	uint32_t memo[2];
 };
 typedef struct gmx_kprof gmx_kprof_t;
 
 /* The kernel ID of a launch: 64-bit FNV-1a over the name and the launch
  * geometry; never 0 (0 means "unknown" in gmx_cmd_t). name may be NULL. */
-uint64_t gmx_kernel_id(const char *name, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_mem);
+uint64_t gmx_kernel_id(const char *name, const uint32_t grid[3], const uint32_t block[3],
+		       uint32_t shared_mem);
 
 /* Initialises an empty profile for task `task` (copied). 0 or -ENOMEM. */
 int gmx_kprof_init(gmx_kprof_t *p, const char *task);
@@ -72,7 +76,8 @@ void gmx_kprof_free(gmx_kprof_t *p);
  * it ran `dur_ns` and the task then left the GPU idle for `gap_ns`. name may
  * be NULL. 0, -EINVAL (id 0 or a negative time), -ENOSPC (a new key past p->max_entries) or
  * -ENOMEM. */
-int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns, int64_t gap_ns, const char *name);
+int gmx_kprof_observe(gmx_kprof_t *p, uint64_t id, uint64_t prev, int64_t dur_ns, int64_t gap_ns,
+		      const char *name);
 
 /* Summarises the samples into quantiles and drops the per-context entries of
  * IDs whose duration and gap do not vary (they add nothing). Idempotent. */

@@ -141,6 +141,35 @@ static void test_context(void **state)
 	gmx_kprof_free(&p);
 }
 
+/* The profile's memo of the entries last observed stays exact when gmx_kprof_finish drops and
+ * moves entries: the memoised index then holds another key (kernel 5 after kernel 1), which a
+ * lookup of the dropped one (kernel 9 after kernel 1) must not return. */
+static void test_memo_after_compaction(void **state)
+{
+	(void)state;
+	gmx_kprof_t p;
+	assert_int_equal(gmx_kprof_init(&p, "t"), 0);
+	gmx_kprof_observe(&p, 5, 0, 10000, 0, NULL);
+	for (int i = 0; i < 10; i++) {
+		gmx_kprof_observe(&p, 5, 1, 10000, 0, NULL);
+		gmx_kprof_observe(&p, 5, 2, 100000, 0, NULL);
+		gmx_kprof_observe(&p, 9, 1, 3000, 0, NULL); /* constant: its context entry goes */
+	}
+	assert_non_null(gmx_kprof_find(&p, 9, 1)); /* the memoised entry, before finish */
+	gmx_kprof_finish(&p);
+	assert_null(gmx_kprof_find(&p, 9, 1));
+	assert_int_equal(gmx_kprof_lookup(&p, 9, 1)->id, 9);
+	assert_int_equal(gmx_kprof_lookup(&p, 9, 1)->prev, 0);
+	assert_int_equal(gmx_kdist_quantile(&gmx_kprof_find(&p, 5, 1)->dur, 0.5), 10000);
+	/* Learning again after finish: a new key, then the memoised one found where it now is. */
+	assert_int_equal(gmx_kprof_observe(&p, 9, 1, 3000, 0, NULL), 0);
+	assert_int_equal(gmx_kprof_find(&p, 9, 1)->n, 1);
+	assert_int_equal(gmx_kprof_observe(&p, 5, 1, 10000, 0, NULL), 0);
+	assert_int_equal(gmx_kprof_find(&p, 5, 1)->n, 11);
+	assert_int_equal(gmx_kprof_find(&p, 9, 1)->n, 1);
+	gmx_kprof_free(&p);
+}
+
 /* HP task 0 at level 0; LP tasks 1, 2 at level 3 and 3 at level 5, each with
  * one queued kernel of known duration. */
 typedef struct rig {
@@ -191,7 +220,8 @@ static gmx_cmd_t *launch(rig_t *r, int i, uint32_t task, int16_t stream)
 {
 	static uint64_t seq;
 	gmx_cmd_t *c = &r->cmd[i];
-	*c = (gmx_cmd_t){.seq = ++seq, .task = task, .stream = stream, .kind = GMX_OP_KERNEL, .kernel_id = 100 + task};
+	*c = (gmx_cmd_t){
+	    .seq = ++seq, .task = task, .stream = stream, .kind = GMX_OP_KERNEL, .kernel_id = 100 + task};
 	r->ops->on_launch(r->pol, c);
 	return c;
 }
@@ -218,9 +248,10 @@ static void test_bestpriofit_cases(void **state)
 	assert_int_equal(t, 2);
 	assert_int_equal(gmx_fikit_pick(r.pol, 0, 0, 449999, &t), 300000); /* 450 no longer fits */
 	assert_int_equal(t, 1);
-	assert_int_equal(gmx_fikit_pick(r.pol, 0, 0, 200000, &t), 100000); /* level 3 empty of fits: level 5 */
+	assert_int_equal(gmx_fikit_pick(r.pol, 0, 0, 200000, &t),
+			 100000); /* level 3 empty of fits: level 5 */
 	assert_int_equal(t, 3);
-	assert_int_equal(gmx_fikit_pick(r.pol, 0, 0, 99999, &t), -1);       /* nothing fits */
+	assert_int_equal(gmx_fikit_pick(r.pol, 0, 0, 99999, &t), -1); /* nothing fits */
 	/* The HP kernel completes: its gap is 500 us at every quantile, so the
 	 * fill takes task 2 (450 us, fits), then nothing more fits in the 50 us
 	 * left at level 3 or 5. */
@@ -356,7 +387,7 @@ static void test_task_index_reuse(void **state)
 	launch(&r, 0, 1, 0);
 	assert_int_equal(r.ops->task_add(r.pol, 1, 5), -EBUSY); /* running: not reusable */
 	r.ops->task_done(r.pol, 0);
-	assert_int_equal(r.ops->task_add(r.pol, 0, 0), 0);  /* finished: starts over */
+	assert_int_equal(r.ops->task_add(r.pol, 0, 0), 0); /* finished: starts over */
 	uint32_t before = r.f.n_sub;
 	launch(&r, 1, 0, 0);
 	assert_int_equal(r.f.n_sub, before + 1); /* the new high-priority task's kernel goes at once */
@@ -420,8 +451,8 @@ static void hp_gap_of_two(int64_t gap0, int64_t gap1, int want_fill)
 	r.f.now = 60000;
 	r.ops->on_complete(r.pol, a); /* both idle */
 	if (submitted(&r, lp) != want_fill)
-		fail_msg("gaps %lld and %lld us: the 1 ms kernel was %s", (long long)gap0 / 1000, (long long)gap1 / 1000,
-			 want_fill ? "held" : "placed");
+		fail_msg("gaps %lld and %lld us: the 1 ms kernel was %s", (long long)gap0 / 1000,
+			 (long long)gap1 / 1000, want_fill ? "held" : "placed");
 	rig_free(&r, 3);
 }
 
@@ -446,7 +477,8 @@ static void after_sync(int host_waits, int want_fill)
 	for (int i = 0; i < 8; i++) {
 		assert_int_equal(gmx_kprof_observe(&r.prof[0], A, 0, 50000, 10000, "A"), 0);
 		assert_int_equal(gmx_kprof_observe(&r.prof[0], K, A, 50000, 10000, "K"), 0);
-		assert_int_equal(gmx_kprof_observe(&r.prof[0], K, GMX_KPROF_AFTER_SYNC(A), 50000, 3000000, "K"), 0);
+		assert_int_equal(
+		    gmx_kprof_observe(&r.prof[0], K, GMX_KPROF_AFTER_SYNC(A), 50000, 3000000, "K"), 0);
 	}
 	gmx_kprof_finish(&r.prof[0]);
 	assert_non_null(gmx_kprof_find(&r.prof[0], K, GMX_KPROF_AFTER_SYNC(A)));
@@ -548,21 +580,23 @@ static void test_profile_corrupt(void **state)
 	static const struct {
 		const char *from, *to, *expect;
 	} cases[] = {
-		{"gmxprof 1", "gmxprof 9", ":3: unsupported profile version"},
-		{"gmxprof 1", "gmxprog 1", ":3: not a gpumux kernel profile"},
-		{" n 50 dur ", " n 0 dur ", ":5: count: expected a positive integer"},
-		{" dur 1000 ", " dur -1000 ", ":5: dur quantile 0"},
-		{" dur 1000 ", " dur 9999999 ", ":5: dur quantiles must not decrease"},
-		{"entries 3", "entries 4", ":8: task 'inference': 'end' after 3 entries, the task line announced 4"},
-		{"entries 3", "entries 2", ":7: task 'inference': expected 'end'"},
-		{"k 00000000000000", "k 0000000000000g", ":5: kernel ID"},
+	    {"gmxprof 1", "gmxprof 9", ":3: unsupported profile version"},
+	    {"gmxprof 1", "gmxprog 1", ":3: not a gpumux kernel profile"},
+	    {" n 50 dur ", " n 0 dur ", ":5: count: expected a positive integer"},
+	    {" dur 1000 ", " dur -1000 ", ":5: dur quantile 0"},
+	    {" dur 1000 ", " dur 9999999 ", ":5: dur quantiles must not decrease"},
+	    {"entries 3", "entries 4",
+	     ":8: task 'inference': 'end' after 3 entries, the task line announced 4"},
+	    {"entries 3", "entries 2", ":7: task 'inference': expected 'end'"},
+	    {"k 00000000000000", "k 0000000000000g", ":5: kernel ID"},
 	};
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		char bad[16384];
 		const char *at = strstr(good, cases[c].from);
 		assert_non_null(at);
 		size_t pre = (size_t)(at - good);
-		snprintf(bad, sizeof(bad), "%.*s%s%s", (int)pre, good, cases[c].to, at + strlen(cases[c].from));
+		snprintf(bad, sizeof(bad), "%.*s%s%s", (int)pre, good, cases[c].to,
+			 at + strlen(cases[c].from));
 		f = fopen(path, "w");
 		fputs(bad, f);
 		fclose(f);
@@ -586,12 +620,21 @@ static void test_profile_corrupt(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kernel_id),        cmocka_unit_test(test_quantiles),
-		cmocka_unit_test(test_context), cmocka_unit_test(test_snapshot),          cmocka_unit_test(test_bestpriofit_cases),
-		cmocka_unit_test(test_switch_cost),      cmocka_unit_test(test_stream_order),
-		cmocka_unit_test(test_starvation_bound), cmocka_unit_test(test_profile_roundtrip),
-		cmocka_unit_test(test_profile_corrupt),  cmocka_unit_test(test_task_index_reuse), cmocka_unit_test(test_level_books_follow_reuse),
-		cmocka_unit_test(test_hp_gap_is_the_shortest), cmocka_unit_test(test_after_sync_context),
+	    cmocka_unit_test(test_kernel_id),
+	    cmocka_unit_test(test_quantiles),
+	    cmocka_unit_test(test_context),
+	    cmocka_unit_test(test_memo_after_compaction),
+	    cmocka_unit_test(test_snapshot),
+	    cmocka_unit_test(test_bestpriofit_cases),
+	    cmocka_unit_test(test_switch_cost),
+	    cmocka_unit_test(test_stream_order),
+	    cmocka_unit_test(test_starvation_bound),
+	    cmocka_unit_test(test_profile_roundtrip),
+	    cmocka_unit_test(test_profile_corrupt),
+	    cmocka_unit_test(test_task_index_reuse),
+	    cmocka_unit_test(test_level_books_follow_reuse),
+	    cmocka_unit_test(test_hp_gap_is_the_shortest),
+	    cmocka_unit_test(test_after_sync_context),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

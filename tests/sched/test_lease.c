@@ -67,7 +67,8 @@ static void rig_open(rig_t *r, const char *policy, uint32_t inflight)
 	gmx_sched_params_t p;
 	gmx_sched_params_default(&p);
 	p.inflight_max = inflight;
-	gmx_device_t dev = {.ctx = &r->f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_device_t dev = {
+	    .ctx = &r->f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
 	assert_int_equal(r->ops->create(&p, &dev, &r->p), 0);
 }
 
@@ -76,7 +77,10 @@ static gmx_cmd_t *launch(rig_t *r, uint32_t task, int leased)
 {
 	assert_true(r->n < 64);
 	gmx_cmd_t *c = &r->cmd[r->n];
-	*c = (gmx_cmd_t){.seq = (uint64_t)r->n + 1, .task = task, .kind = GMX_OP_KERNEL, .kernel_id = 7,
+	*c = (gmx_cmd_t){.seq = (uint64_t)r->n + 1,
+			 .task = task,
+			 .kind = GMX_OP_KERNEL,
+			 .kernel_id = 7,
 			 .leased = (uint8_t)leased};
 	r->n++;
 	r->ops->on_launch(r->p, c);
@@ -228,6 +232,70 @@ static void fikit_one_level_no_timer(void **state)
 	r.ops->destroy(r.p);
 }
 
+/* Task t completes every command it has (those of r's first n) at r.f.now. */
+static void complete_task(rig_t *r, uint32_t t)
+{
+	for (int i = 0; i < r->n; i++)
+		if (r->cmd[i].task == t && r->cmd[i].seq) {
+			r->ops->on_complete(r->p, &r->cmd[i]);
+			r->cmd[i].seq = 0;
+		}
+}
+
+/* fikit passes only over the levels that have a task: a level left empty when its last task's
+ * slot is taken at another priority is passed over, a level that gains one is not, and the HP
+ * level, the best lower level with work and the leases follow each move. */
+static void fikit_levels_follow_tasks(void **state)
+{
+	(void)state;
+	rig_t r;
+	rig_open(&r, "fikit", 2);
+	assert_int_equal(r.ops->task_add(r.p, 0, 2), 0);
+	assert_int_equal(r.ops->task_add(r.p, 1, 7), 0);
+	launch(&r, 0, 0);
+	assert_int_equal(r.f.lease[0].inflight, 2); /* level 2 is the HP level */
+	assert_int_equal(r.f.lease[1].inflight, 0);
+	r.f.now = 10000;
+	complete_task(&r, 0);
+	/* Task 0 leaves; its slot comes back at level 5: level 2 is empty, level 5 the HP level. */
+	r.ops->task_done(r.p, 0);
+	assert_int_equal(r.ops->task_add(r.p, 0, 5), 0);
+	r.f.now = 20000;
+	launch(&r, 0, 0);
+	assert_int_equal(r.f.n_sub, 2);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	/* The level-7 task has work while level 5 is idle past every gap: it runs freely under a
+	 * lease of one, found below level 5 (level 2, empty, is not the HP level). */
+	r.f.now = 30000;
+	complete_task(&r, 0);
+	r.f.now = 40000;
+	launch(&r, 1, 0);
+	r.f.now = 30000 + 1000000 + 1;
+	r.ops->on_timer(r.p);
+	assert_int_equal(r.f.n_sub, 3);
+	assert_int_equal(r.f.lease[1].inflight, 1);
+	assert_int_equal(r.f.lease[0].inflight, 0);
+	/* Task 1 leaves and comes back at level 1, above task 0: the HP level is 1 now and level 7 is
+	 * empty; task 0 waits for the gap of the new HP task, which has none yet. */
+	r.f.now += 1000;
+	complete_task(&r, 1);
+	r.ops->task_done(r.p, 1);
+	assert_int_equal(r.ops->task_add(r.p, 1, 1), 0);
+	launch(&r, 1, 0);
+	assert_int_equal(r.f.n_sub, 4);
+	assert_int_equal(r.f.lease[1].inflight, 2);
+	assert_int_equal(r.f.lease[0].inflight, 0);
+	launch(&r, 0, 0); /* the HP task busy: level 5 waits */
+	assert_int_equal(r.f.n_sub, 4);
+	/* The HP task leaves for good: level 5 is the HP level again and its command goes. */
+	r.f.now += 1000;
+	complete_task(&r, 1);
+	r.ops->task_done(r.p, 1);
+	assert_int_equal(r.f.n_sub, 5);
+	assert_int_equal(r.f.lease[0].inflight, 2);
+	r.ops->destroy(r.p);
+}
+
 /* Policies with nothing to say about leases grant none: behaviour unchanged. */
 static void others_grant_none(void **state)
 {
@@ -267,7 +335,6 @@ static void lease_helpers(void **state)
 	assert_int_equal(f.n_lease, 2);
 }
 
-
 /* The time-sized bound (gmx_lease_depth): the budget over the mean of a window's commands within
  * the budget; none when more than GMX_LEASE_LONG_MAX took longer, or it is no deeper than the
  * count bound. */
@@ -275,15 +342,15 @@ static void lease_depth_rule(void **state)
 {
 	(void)state;
 	assert_int_equal(gmx_lease_depth(64 * 100, 64, 0, 2), GMX_LEASE_DEPTH_MAX); /* 500 fit: capped */
-	assert_int_equal(gmx_lease_depth(0, 64, 0, 2), GMX_LEASE_DEPTH_MAX);	      /* zero-length */
+	assert_int_equal(gmx_lease_depth(0, 64, 0, 2), GMX_LEASE_DEPTH_MAX);	    /* zero-length */
 	/* one 5 ms outlier (a descheduled host, or one long kernel) does not count in the mean */
 	assert_int_equal(gmx_lease_depth(63 * 10000, 63, 1, 2), 5);
 	assert_int_equal(gmx_lease_depth(60 * 1000, 60, GMX_LEASE_LONG_MAX, 2), 50);
 	assert_int_equal(gmx_lease_depth(59 * 1000, 59, GMX_LEASE_LONG_MAX + 1, 2), 0); /* too many long */
-	assert_int_equal(gmx_lease_depth(64 * 20000, 64, 0, 2), 0); /* 2 fit: no deeper */
+	assert_int_equal(gmx_lease_depth(64 * 20000, 64, 0, 2), 0);			/* 2 fit: no deeper */
 	assert_int_equal(gmx_lease_depth(64 * 10000, 64, 0, 2), 5);
-	assert_int_equal(gmx_lease_depth(0, 0, 3, 2), 0);			 /* nothing short */
-	assert_int_equal(gmx_lease_depth(64 * 60000, 64, 0, 2), 0);		 /* figures that do not fit */
+	assert_int_equal(gmx_lease_depth(0, 0, 3, 2), 0);	    /* nothing short */
+	assert_int_equal(gmx_lease_depth(64 * 60000, 64, 0, 2), 0); /* figures that do not fit */
 }
 
 static gmx_cmd_t many[1024];
@@ -292,7 +359,8 @@ static gmx_cmd_t many[1024];
 static void leased_kernel(rig_t *r, int i, uint32_t task, uint64_t kid, int64_t dur)
 {
 	gmx_cmd_t *c = &many[i];
-	*c = (gmx_cmd_t){.seq = 1000 + (uint64_t)i, .task = task, .kind = GMX_OP_KERNEL, .kernel_id = kid, .leased = 1};
+	*c = (gmx_cmd_t){
+	    .seq = 1000 + (uint64_t)i, .task = task, .kind = GMX_OP_KERNEL, .kernel_id = kid, .leased = 1};
 	r->ops->on_launch(r->p, c);
 	r->f.now += dur;
 	r->ops->on_complete(r->p, c);
@@ -357,7 +425,8 @@ static void fikit_time_sized_lease_falls_back(void **state)
 	prm.profiles = profs;
 	prm.n_profiles = 1;
 	prm.profile_learn = 1;
-	gmx_device_t dev = {.ctx = &r.f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
+	gmx_device_t dev = {
+	    .ctx = &r.f, .now = f_now, .submit = f_submit, .set_timer = f_timer, .lease = f_lease};
 	assert_int_equal(r.ops->create(&prm, &dev, &r.p), 0);
 	assert_int_equal(r.ops->task_add(r.p, 0, 3), 0);
 	launch(&r, 0, 0);
@@ -385,11 +454,12 @@ static void fikit_time_sized_lease_falls_back(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(timeslice_slice_lease),  cmocka_unit_test(exclusive_lease),
-	    cmocka_unit_test(fikit_leases_and_revoke), cmocka_unit_test(fikit_leased_hp_launch_revokes),
-	    cmocka_unit_test(others_grant_none),	   cmocka_unit_test(lease_helpers),
-	    cmocka_unit_test(fikit_one_level_no_timer), cmocka_unit_test(lease_depth_rule),
-	    cmocka_unit_test(fikit_time_sized_lease),   cmocka_unit_test(fikit_time_sized_lease_falls_back),
+	    cmocka_unit_test(timeslice_slice_lease),	 cmocka_unit_test(exclusive_lease),
+	    cmocka_unit_test(fikit_leases_and_revoke),	 cmocka_unit_test(fikit_leased_hp_launch_revokes),
+	    cmocka_unit_test(others_grant_none),	 cmocka_unit_test(lease_helpers),
+	    cmocka_unit_test(fikit_one_level_no_timer),	 cmocka_unit_test(lease_depth_rule),
+	    cmocka_unit_test(fikit_time_sized_lease),	 cmocka_unit_test(fikit_time_sized_lease_falls_back),
+	    cmocka_unit_test(fikit_levels_follow_tasks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
