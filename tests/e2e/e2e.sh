@@ -239,12 +239,20 @@ memory)
     # running for exactly its nominal time shows the loads preceded the kernels.
     export GPUMUX_STANDIN_MEM_MB=64
     start_daemon "device_memory_mb = 64" "slice_us = 2000"
-    rm -f "$R/go"
+    # Each keeps its memory until both have launched everything: on a loaded machine one client
+    # may run all its kernels before the other's first, and its memory must then be moved out
+    # for the other's (a client that left would have freed it: nothing to migrate).
+    rm -f "$R/go" "$R/end"
     client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48 \
-        --start-when "$R/go"
+        --start-when "$R/go" --linger-when "$R/end"
     client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48 \
-        --start-when "$R/go"
+        --start-when "$R/go" --linger-when "$R/end"
     go ma mb
+    for n in ma mb; do
+        for _ in $(seq 600); do grep -q '^idle$' "$R/$n.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^idle$' "$R/$n.out" || fail "$n did not finish its kernels while the other kept its memory"
+    done
+    touch "$R/end"
     wait $PID_ma $PID_mb
     check_order ma
     check_order mb
