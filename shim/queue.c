@@ -120,6 +120,8 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			return r;
 		}
 	}
+	if (gmx_shim_policy->lease_release && gmx_q.queued != 0 && gmx_q_is_launch(req->kind))
+		gmx_q.div_behind++;
 	if (gmx_shim_policy->lease_release && gmx_q.queued == 0) {
 		CUresult r = gmx_q_leased_straight(req, s, q);
 		if (r != GMX_SHIM_DIRECT) {
@@ -143,8 +145,7 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	c->q = q;
 	c->info.kind = req->kind;
 	c->info.stream = (uintptr_t)s;
-	if (req->kind == GMX_CMD_LAUNCH || req->kind == GMX_CMD_LAUNCH_COOP ||
-	    req->kind == GMX_CMD_LAUNCH_EX) {
+	if (gmx_q_is_launch(req->kind)) {
 		CUresult err = CUDA_SUCCESS;
 		c->fi = gmx_shim__fn_lookup(req->f, &err);
 		if (!c->fi) {
@@ -510,9 +511,13 @@ __attribute__((destructor)) static void report(void)
 	pthread_mutex_lock(&gmx_q.lock);
 	gmx_shim_log(
 	    "queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
-	    "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu",
+	    "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu "
+	    "diverted_running=%lu diverted_ring_full=%lu diverted_behind=%lu diverted_unleased=%lu "
+	    "diverted_other=%lu "
+	    "lease_reasks=%lu",
 	    gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
 	    gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields,
-	    __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED));
+	    __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED), gmx_q.div_running, gmx_q.div_ring_full,
+	    gmx_q.div_behind, gmx_q.div_unleased, gmx_q.div_other, gmx_q.lease_reasks);
 	pthread_mutex_unlock(&gmx_q.lock);
 }

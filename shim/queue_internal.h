@@ -107,7 +107,19 @@ typedef struct {
 	unsigned long full_yields; /* yields of a leased launch while the policy had no room to report it */
 	unsigned long
 	    polls_skipped; /* dispatcher polls that left the queue lock alone: leased launches went on */
+	/* Launches of a leasing policy that went through the queue instead of straight, by reason:
+	 * the lease's bound waited for work still running; the policy had no room to report them
+	 * after GMX_FULL_YIELDS; commands were queued before them (ring order); no lease at that
+	 * moment; anything else (another context, a bound of nothing in flight). */
+	unsigned long div_running, div_ring_full, div_behind, div_unleased, div_other;
+	unsigned long lease_reasks; /* second policy calls for a launch whose first look found all running */
 } gmx_qstate_t;
+
+/* Nonzero for the kinds that launch a kernel. */
+static inline int gmx_q_is_launch(gmx_cmd_kind_t kind)
+{
+	return kind == GMX_CMD_LAUNCH || kind == GMX_CMD_LAUNCH_EX || kind == GMX_CMD_LAUNCH_COOP;
+}
 
 /* The queues' state (queue.c defines it). */
 extern gmx_qstate_t gmx_q;

@@ -339,15 +339,23 @@ gmx_cmd *gmx_q_cmd_alloc(void)
  * no lease or its bound). Lock held. */
 CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 {
-	if (req->kind != GMX_CMD_LAUNCH && req->kind != GMX_CMD_LAUNCH_COOP && req->kind != GMX_CMD_LAUNCH_EX)
+	if (!gmx_q_is_launch(req->kind))
 		return GMX_SHIM_DIRECT;
 	/* The lease bounds what goes under it; the rings hold ring_cap (GMX_SHIM_LEASED_MAX or more). */
 	if (gmx_q.inflight >= gmx_q.ring_cap)
 		gmx_q_reap();
-	if (gmx_q.inflight >= gmx_q.ring_cap || q->ctx != gmx_q_current_ctx())
+	if (gmx_q.inflight >= gmx_q.ring_cap) {
+		gmx_q.div_running++;
 		return GMX_SHIM_DIRECT;
-	if (gmx_shim_log_fd >= 0 && req->extra)
+	}
+	if (q->ctx != gmx_q_current_ctx()) {
+		gmx_q.div_other++;
+		return GMX_SHIM_DIRECT;
+	}
+	if (gmx_shim_log_fd >= 0 && req->extra) {
+		gmx_q.div_other++;
 		return GMX_SHIM_DIRECT; /* its log line shows the copy of the extra buffer */
+	}
 	CUresult err = CUDA_SUCCESS;
 	fninfo_t *fi = gmx_shim__fn_lookup(req->f, &err);
 	if (!fi)
@@ -384,6 +392,7 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 	if (d == GMX_GRANT_HELD && gmx_q.inflight > 0 && (!looked || nd == 0)) {
 		/* The bound waits for a completion not yet seen (a bound narrowed meanwhile, or the work
 		 * was still running when asked first): the stream is asked again. */
+		gmx_q.lease_reasks += looked; /* the first look found nothing complete */
 		nd = gmx_q_collect_idle(q, done);
 		if (nd == 0)
 			gmx_q_reap();
@@ -397,8 +406,17 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 		d = p->lease_release(p->self, &info, NULL, 0, &room);
 	}
 	gmx_q.lease_full = d == GMX_GRANT_LEASED && room == 0;
-	if (d != GMX_GRANT_LEASED)
+	if (d != GMX_GRANT_LEASED) {
+		if (d == GMX_GRANT_FULL)
+			gmx_q.div_ring_full++;
+		else if (d == GMX_GRANT_QUEUE)
+			gmx_q.div_unleased++;
+		else if (gmx_q.inflight > 0)
+			gmx_q.div_running++;
+		else
+			gmx_q.div_other++;
 		return GMX_SHIM_DIRECT;
+	}
 	gmx_q.seq++;
 	if (!gmx_q.dispatcher) /* it looks for completions and hands the batches over */
 		gmx_q_ensure_dispatcher();

@@ -133,23 +133,37 @@ lease_fast)
     # the stream's query, so no completion event is recorded in the driver at all (a kernel is
     # complete by the next launch). Its completions all reach the daemon (none held back).
     start_daemon "policy = fikit"
-    # It launches once connected and holding its lease (fikit leases the best priority at once),
-    # so that no launch waits for the first grant behind a notice.
-    rm -f "$R/go"
-    client zero 3 -- --kernels z:0 --count 3000 --sync-every 64 --start-when "$R/go"
-    for _ in $(seq 400); do
-        grep -q "^ready$" "$R/zero.out" 2>/dev/null &&
-            "$G" status --json | jq -e '[.clients[] | select(.name == "zero") | .lease_inflight] | add > 0' >/dev/null && break
-        sleep 0.05
+    # A launch goes through the queue instead when the machine holds up the stand-in's engine
+    # thread (the lease's bound waits for kernels still running) or the daemon (no room in the
+    # up ring after GMX_FULL_YIELDS), as they must; the shim counts each such launch by reason.
+    # The measure is taken again then (up to 3 runs), and reported as skipped if no run was
+    # undisturbed; every run must account for each diverted launch with a reason.
+    for attempt in 1 2 3; do
+        Z=zero$attempt
+        # It launches once connected and holding its lease (fikit leases the best priority at
+        # once), so that no launch waits for the first grant behind a notice.
+        rm -f "$R/go"
+        client $Z 3 -- --kernels z:0 --count 3000 --sync-every 64 --start-when "$R/go"
+        for _ in $(seq 400); do
+            grep -q "^ready$" "$R/$Z.out" 2>/dev/null &&
+                "$G" status --json | jq -e --arg n $Z '[.clients[] | select(.name == $n) | .lease_inflight] | add > 0' >/dev/null && break
+            sleep 0.05
+        done
+        touch "$R/go"
+        eval "wait \$PID_$Z"
+        check_order $Z
+        line=$(grep -h 'queue released' "$R/$Z.shim")
+        echo "$Z: $line"
+        num() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+        [ -n "$line" ] || fail "no 'queue released' line in the shim log"
+        diverted=$((3000 - $(num leased_straight)))
+        why=$(($(num diverted_running) + $(num diverted_ring_full) + $(num diverted_behind)))
+        [ "$(num diverted_unleased)" = 0 ] && [ "$(num diverted_other)" = 0 ] && [ "$diverted" = "$why" ] ||
+            fail "$diverted of 3000 launches went through the queue, $why of them for a reason the load explains (see the line above)"
+        [ "$diverted" = 0 ] && break
+        echo "$Z: $diverted launches went through the queue while the machine held up the engine or the daemon"
+        [ $attempt = 3 ] && { echo "SKIPPED: 3 runs in a row were held up by the machine's load; the leased path's counts were not measured undisturbed"; exit 77; }
     done
-    touch "$R/go"
-    wait $PID_zero
-    check_order zero
-    line=$(grep -h 'queue released' "$R/zero.shim")
-    echo "zero: $line"
-    num() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
-    [ -n "$line" ] || fail "no 'queue released' line in the shim log"
-    [ "$(num leased_straight)" = 3000 ] || fail "$(num leased_straight) of 3000 launches went straight under the lease"
     [ "$(num dispatcher)" -le 1 ] || fail "$(num dispatcher) commands were released by the dispatcher thread (expected at most the event record that connected it)"
     [ "$(num completion_events)" = 0 ] || fail "$(num completion_events) completion events recorded for kernels complete by the next launch"
     # The dispatcher polls completions while launches go on instead of being woken for each
@@ -159,14 +173,17 @@ lease_fast)
     # then before the policy's one call for that launch.
     [ "$(num dispatcher_wakes)" -le 300 ] || fail "the dispatcher was woken $(num dispatcher_wakes) times for 3000 leased launches (expected a few: it polls while launches go on)"
     [ "$(num stream_queries)" -le 1600 ] || fail "$(num stream_queries) stream queries for 3000 leased launches (expected at most one per two, the lease's bound)"
-    link=$(grep -h 'daemon link' "$R/zero.shim")
-    echo "zero: $link"
+    link=$(grep -h 'daemon link' "$R/$Z.shim")
+    echo "$Z: $link"
     lnum() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$link"; }
     [ -n "$link" ] || fail "no 'daemon link' line in the shim log"
     [ "$(lnum leased)" = 3000 ] || fail "the link counted $(lnum leased) leased releases of 3000"
     # One policy call (the daemon link's lock, a clock reading) per leased launch, not one more
-    # for each launch that needs a completion first.
-    [ "$(lnum lease_calls)" -le 3010 ] || fail "$(lnum lease_calls) policy calls for 3000 leased launches (expected one each)"
+    # for each launch that needs a completion first. Counted apart, as the machine's doing: a
+    # yield for room in the up ring, and a second call when the stream, looked at first, still
+    # had every kernel running (the stand-in's engine thread held up).
+    extra=$(($(num full_yields) + $(num lease_reasks)))
+    [ "$(lnum lease_calls)" -le $((3010 + extra)) ] || fail "$(lnum lease_calls) policy calls for 3000 leased launches (expected one each, and $extra for yields and looks that found every kernel running)"
     # Every launch and completion is reported (RELEASED and COMPLETE: 6000 entries, but for the
     # last few completions, which the process may end before reporting), and the daemon is
     # looked at (a fence, its waiting word) once per batch, not per entry.
@@ -222,12 +239,20 @@ memory)
     # running for exactly its nominal time shows the loads preceded the kernels.
     export GPUMUX_STANDIN_MEM_MB=64
     start_daemon "device_memory_mb = 64" "slice_us = 2000"
-    rm -f "$R/go"
+    # Each keeps its memory until both have launched everything: on a loaded machine one client
+    # may run all its kernels before the other's first, and its memory must then be moved out
+    # for the other's (a client that left would have freed it: nothing to migrate).
+    rm -f "$R/go" "$R/end"
     client ma 5 --oversubscribe -- --kernels ma:300 --count 40 --sync-every 4 --alloc-mb 48 \
-        --start-when "$R/go"
+        --start-when "$R/go" --linger-when "$R/end"
     client mb 5 --oversubscribe -- --kernels mb:300 --count 40 --sync-every 4 --alloc-mb 48 \
-        --start-when "$R/go"
+        --start-when "$R/go" --linger-when "$R/end"
     go ma mb
+    for n in ma mb; do
+        for _ in $(seq 600); do grep -q '^idle$' "$R/$n.out" 2>/dev/null && break; sleep 0.05; done
+        grep -q '^idle$' "$R/$n.out" || fail "$n did not finish its kernels while the other kept its memory"
+    done
+    touch "$R/end"
     wait $PID_ma $PID_mb
     check_order ma
     check_order mb
