@@ -44,7 +44,9 @@ B=$(cd "$1" && pwd) POLICY=${2:-fikit}
 C=$B/tests/e2e/e2e_client G=$B/gpumux D=$B/gpumuxd
 W=$(mktemp -d /tmp/gmx-bench-daemon.XXXXXX)
 DPID=
-trap '[ -n "$DPID" ] && kill $DPID 2>/dev/null; rm -rf "$W"' EXIT
+# Every gpumuxd started, also those started in a process substitution's subshell (whose DPID
+# the main shell never sees), is stopped on exit, whatever failed.
+trap 'kill $(cat "$W/daemon.pids" 2>/dev/null) 2>/dev/null; rm -rf "$W"' EXIT
 export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
     NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300 RATE_REPS=5
@@ -71,8 +73,10 @@ lat() { # dir name
 }
 
 start_daemon() { # dir [gpumuxd]
-    "${2:-$D}" --foreground --config "$W/gpumuxd.ini" --runtime-dir "$1" --policy "$POLICY" 2>"$1/daemon.log" &
+    # Its stdout is not the caller's: a daemon left running must not hold a substitution's pipe.
+    "${2:-$D}" --foreground --config "$W/gpumuxd.ini" --runtime-dir "$1" --policy "$POLICY" >/dev/null 2>"$1/daemon.log" &
     DPID=$!
+    echo "$DPID" >>"$W/daemon.pids"
     for _ in $(seq 100); do GPUMUX_RUNTIME_DIR=$1 "$G" status >/dev/null 2>&1 && break; sleep 0.05; done
 }
 stop_daemon() { kill "$DPID"; wait "$DPID" 2>/dev/null || true; DPID=; }
@@ -205,11 +209,13 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", 
 # the processes PIDS, every thread (the interposer's included).
 procs_cpu() { for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'; }
 procs_vcs() { for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ {s += $2} END {printf "%d\n", s}'; }
-clients_at() { # dir line count: waits until count clients wrote line
+clients_at() { # dir line count: waits until count clients wrote line (60 s at most; 1 then)
     for _ in $(seq 1200); do
         [ "$(cat "$1"/r*.out 2>/dev/null | grep -c "^$2\$")" -ge "$3" ] && return 0
         sleep 0.05
     done
+    echo "bench_daemon: after 60 s only $(cat "$1"/r*.out 2>/dev/null | grep -c "^$2\$") of $3 clients wrote '$2' (see $1/r*.out)" >&2
+    return 1
 }
 # The clients' rate: all launches over the longest client's own time from first launch to last end.
 rate_of() { cat "$1"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\).*/\1 \2/p" |
@@ -226,11 +232,11 @@ cpu_run() { # target clients [gpumuxd]
         pids="$pids $!"
     done
     # Every client connected (its first event record went through the daemon), then go.
-    clients_at "$dir" ready "$nc"
+    clients_at "$dir" ready "$nc" || { kill $pids 2>/dev/null; return 1; }
     s0=$("$G" status --json | jq .loop.sleeps)
     t0=$(cpu_ns "$DPID") c0=$(procs_cpu $pids) v0=$(procs_vcs $pids) w0=$(date +%s%N)
     touch "$dir/go"
-    clients_at "$dir" waiting "$nc"
+    clients_at "$dir" waiting "$nc" || { kill $pids 2>/dev/null; return 1; }
     t1=$(cpu_ns "$DPID") c1=$(procs_cpu $pids) v1=$(procs_vcs $pids) w1=$(date +%s%N)
     s1=$("$G" status --json | jq .loop.sleeps)
     touch "$dir/end"
@@ -252,10 +258,10 @@ bare_run() {
             --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" --end-when "$dir/end" &
         pids="$pids $!"
     done
-    clients_at "$dir" ready "$nc"
+    clients_at "$dir" ready "$nc" || { kill $pids 2>/dev/null; return 1; }
     c0=$(procs_cpu $pids) v0=$(procs_vcs $pids)
     touch "$dir/go"
-    clients_at "$dir" waiting "$nc"
+    clients_at "$dir" waiting "$nc" || { kill $pids 2>/dev/null; return 1; }
     c1=$(procs_cpu $pids) v1=$(procs_vcs $pids)
     touch "$dir/end"
     wait $pids
