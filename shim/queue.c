@@ -120,9 +120,9 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 			return r;
 		}
 	}
-	if (gmx_shim_policy->lease_release && gmx_q.queued != 0 && gmx_q_is_launch(req->kind))
-		gmx_q.div_behind++;
-	if (gmx_shim_policy->lease_release && gmx_q.queued == 0) {
+	if (gmx_shim_policy->lease_release && gmx_q.queued != 0) {
+		gmx_q.div_behind += gmx_q_is_launch(req->kind); /* behind queued commands: ring order */
+	} else if (gmx_shim_policy->lease_release) {
 		CUresult r = gmx_q_leased_straight(req, s, q);
 		if (r != GMX_SHIM_DIRECT) {
 			int idle = gmx_q.disp_idle && gmx_q.inflight > 0;
