@@ -26,8 +26,9 @@
 #      beside each figure, marked when it falls short of the target. The same clients run on the
 #      bare stand-in too: the rate the client side reaches without gpumux. The daemon's sleeps per
 #      kernel come from its status ("loop"). The clients' run time and sleeps (voluntary context
-#      switches) per kernel in the same window are printed beside it, with the bare run's, and the
-#      daemon's share of a core: what limits the rate reached. With more than one client
+#      switches) per kernel, each client's own from its first launch to its last kernel's end (not
+#      its waits for the others to start or end), are printed beside it, with the bare run's, and
+#      the daemon's share of a core: what limits the rate reached. With more than one client
 #      the stand-in's waits sleep (GPUMUX_STANDIN_FAST=0): 8 or 64 clients spinning would take
 #      the cores from the daemon being measured.
 # The stand-in runs with GPUMUX_STANDIN_FAST=1 (docs/standin.md) but for those clients.
@@ -35,7 +36,8 @@
 #   QUICK=1: fewer requests, repeats and shorter windows (~1/3 of the time).
 #   CPU_ONLY=1: part 4 alone (its table and a JSON line of its figures); TARGETS="100000" and
 #   CLIENTS="1 8 64" choose its runs; GPUMUXD_BEFORE=path: another gpumuxd (an earlier build) run in
-#   turns with this one at each point, its figures beside ("before"), to compare builds in one run.
+#   turns with this one at each point, its figures beside ("before"), to compare builds in one run;
+#   its clients go through the `gpumux` beside it (and so that build's interposer) when there is one.
 #   BASE=OTHER_BUILD_DIR: the launch rate (3) also through that build's interposer and daemon
 #   ("daemon_base", on this build's stand-in), in the same rounds: a change's before and after
 #   side by side (launch_rate_vs_bare.daemon_base in the JSON).
@@ -205,10 +207,6 @@ fi
 # and waiting to the moment every one has launched its last kernel and seen it end (--end-when:
 # they stay connected until then, so their departures and profile saves are not counted).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
-# The clients' side in the same window: run time (ns) and voluntary context switches (sleeps) of
-# the processes PIDS, every thread (the interposer's included).
-procs_cpu() { for p in "$@"; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{s += $1} END {printf "%.0f\n", s}'; }
-procs_vcs() { for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^voluntary_ctxt_switches/ {s += $2} END {printf "%d\n", s}'; }
 clients_at() { # dir line count: waits until count clients wrote line (60 s at most; 1 then)
     for _ in $(seq 1200); do
         [ "$(cat "$1"/r*.out 2>/dev/null | grep -c "^$2\$")" -ge "$3" ] && return 0
@@ -217,39 +215,46 @@ clients_at() { # dir line count: waits until count clients wrote line (60 s at m
     echo "bench_daemon: after 60 s only $(cat "$1"/r*.out 2>/dev/null | grep -c "^$2\$") of $3 clients wrote '$2' (see $1/r*.out)" >&2
     return 1
 }
-# The clients' rate: all launches over the longest client's own time from first launch to last end.
-rate_of() { cat "$1"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\).*/\1 \2/p" |
-    awk '{n += $1; if ($2 > t) t = $2} END {printf "%.0f %d\n", n / (t / 1e9), n}'; }
+# The clients' rate: all launches over the longest client's own time from first launch to last
+# end; beside it the clients' CPU time (ns) and sleeps in those times, each client's own count
+# (e2e_client's rate line: not its waits for the go and end files, which poll every millisecond:
+# counted from the bench's window, 64 clients waiting for the others to start or end added
+# tens of thousands of wake-ups to a run, and more per kernel the fewer kernels a run launched).
+rate_of() { cat "$1"/r*.out | sed -n "s/^rate launches=\([0-9]*\) ns=\([0-9]*\) .*cpu_ns=\([0-9]*\) sleeps=\([0-9]*\).*/\1 \2 \3 \4/p" |
+    awk '{n += $1; c += $3; v += $4; if ($2 > t) t = $2} END {printf "%.0f %d %.0f %d\n", n / (t / 1e9), n, c, v}'; }
 cpu_run() { # target clients [gpumuxd]
-    local target=$1 nc=$2 dir=$W/cpu-$1-$2${3:+-before} pids= t0 t1 s0 s1 c0 c1 v0 v1 w0 w1 kus fast=1
+    local target=$1 nc=$2 dir=$W/cpu-$1-$2${3:+-before} pids= t0 t1 s0 s1 w0 w1 kus fast=1 g=$G
     [ "$nc" -gt 1 ] && fast=0 # many waiting clients would spin on 2 cores: they sleep instead
+    # The earlier build's clients run through its own `gpumux run`, so its interposer (next to
+    # it) too: a change to either side shows in the comparison.
+    [ -n "${3:-}" ] && [ -x "$(dirname "$3")/gpumux" ] && g=$(dirname "$3")/gpumux
     use_dir "$dir"
     start_daemon "$dir" "${3:-}"
     kus=$(calc "1000000 / $target")
     for i in $(seq "$nc"); do
-        GPUMUX_STANDIN_FAST=$fast "$G" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
+        GPUMUX_STANDIN_FAST=$fast "$g" run --priority 3 --name "rate$i" -- "$C" --out "$dir/r$i.out" --kernels "r:$kus" \
             --count 100000000 --for-ms "$CPU_MS" --sync-every 64 --quiet 1 --start-when "$dir/go" --end-when "$dir/end" &
         pids="$pids $!"
     done
     # Every client connected (its first event record went through the daemon), then go.
     clients_at "$dir" ready "$nc" || { kill $pids 2>/dev/null; return 1; }
     s0=$("$G" status --json | jq .loop.sleeps)
-    t0=$(cpu_ns "$DPID") c0=$(procs_cpu $pids) v0=$(procs_vcs $pids) w0=$(date +%s%N)
+    t0=$(cpu_ns "$DPID") w0=$(date +%s%N)
     touch "$dir/go"
     clients_at "$dir" waiting "$nc" || { kill $pids 2>/dev/null; return 1; }
-    t1=$(cpu_ns "$DPID") c1=$(procs_cpu $pids) v1=$(procs_vcs $pids) w1=$(date +%s%N)
+    t1=$(cpu_ns "$DPID") w1=$(date +%s%N)
     s1=$("$G" status --json | jq .loop.sleeps)
     touch "$dir/end"
     wait $pids
     stop_daemon
-    read -r rt n < <(rate_of "$dir")
-    awk -v r="$rt" -v n="$n" -v dt="$((t1 - t0))" -v ds="$((s1 - s0))" -v dc="$((c1 - c0))" -v dv="$((v1 - v0))" -v dw="$((w1 - w0))" \
+    read -r rt n dc dv < <(rate_of "$dir")
+    awk -v r="$rt" -v n="$n" -v dt="$((t1 - t0))" -v ds="$((s1 - s0))" -v dc="$dc" -v dv="$dv" -v dw="$((w1 - w0))" \
         'BEGIN {printf "%s %.3f %d %.1f %.3f %.2f %.2f %.1f\n", r, dt / 1000 / n, n, dt / 1e6, ds / n, dc / 1000 / n, dv / n, 100 * dt / dw}'
 }
 # The same clients on the bare stand-in (no interposer, no daemon): the rate the client side
 # reaches by itself. Prints kernels/s, the clients' µs of run time and sleeps per kernel (as cpu_run's).
 bare_run() {
-    local target=$1 nc=$2 dir=$W/bare-$1-$2 pids= c0 c1 v0 v1 rt n kus fast=1
+    local target=$1 nc=$2 dir=$W/bare-$1-$2 pids= rt n dc dv kus fast=1
     [ "$nc" -gt 1 ] && fast=0
     use_dir "$dir"
     kus=$(calc "1000000 / $target")
@@ -259,18 +264,16 @@ bare_run() {
         pids="$pids $!"
     done
     clients_at "$dir" ready "$nc" || { kill $pids 2>/dev/null; return 1; }
-    c0=$(procs_cpu $pids) v0=$(procs_vcs $pids)
     touch "$dir/go"
     clients_at "$dir" waiting "$nc" || { kill $pids 2>/dev/null; return 1; }
-    c1=$(procs_cpu $pids) v1=$(procs_vcs $pids)
     touch "$dir/end"
     wait $pids
-    read -r rt n < <(rate_of "$dir")
-    awk -v r="$rt" -v n="$n" -v dc="$((c1 - c0))" -v dv="$((v1 - v0))" 'BEGIN {printf "%s %.2f %.2f\n", r, dc / 1000 / n, dv / n}'
+    read -r rt n dc dv < <(rate_of "$dir")
+    awk -v r="$rt" -v n="$n" -v dc="$dc" -v dv="$dv" 'BEGIN {printf "%s %.2f %.2f\n", r, dc / 1000 / n, dv / n}'
 }
-declare -A crate cus ckern cms cslp cbare ccl cvs cshare bcl bvs pcrate pcus pcms pcslp pccl pcshare
+declare -A crate cus ckern cms cslp cbare ccl cvs cshare bcl bvs pcrate pcus pcms pcslp pccl pcvs pcshare
 before_run() { # target clients: the GPUMUXD_BEFORE daemon at the same point
-    read -r "pcrate[$1-$2]" "pcus[$1-$2]" _ "pcms[$1-$2]" "pcslp[$1-$2]" "pccl[$1-$2]" _ "pcshare[$1-$2]" < <(cpu_run "$1" "$2" "$DB")
+    read -r "pcrate[$1-$2]" "pcus[$1-$2]" _ "pcms[$1-$2]" "pcslp[$1-$2]" "pccl[$1-$2]" "pcvs[$1-$2]" "pcshare[$1-$2]" < <(cpu_run "$1" "$2" "$DB")
 }
 turn=0
 for t in $TARGETS; do
@@ -319,8 +322,8 @@ for t in $TARGETS; do
         printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s  %s\n' "target $t/s" "$nc" "${crate[$t-$nc]}" "${cus[$t-$nc]}" \
             "${ckern[$t-$nc]}" "${cms[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${cbare[$t-$nc]}" \
             "${ccl[$t-$nc]} / ${bcl[$t-$nc]}" "${cvs[$t-$nc]} / ${bvs[$t-$nc]}" "$short"
-        [ -n "$DB" ] && printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s\n' "  before" "$nc" "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" \
-            "" "${pcms[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "" "${pccl[$t-$nc]}"
+        [ -n "$DB" ] && printf '%-16s %8s %10s %10s %9s %8s %9s %7s %10s %13s %13s\n' "  before" "$nc" "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" \
+            "" "${pcms[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "" "${pccl[$t-$nc]}" "${pcvs[$t-$nc]}"
     done
 done
 
@@ -331,8 +334,8 @@ if [ "${CPU_ONLY:-0}" = 1 ]; then # part 4 alone: its figures, and the other bui
         for nc in $CLIENTS; do
             j+=$(printf '"%s-%s":{"kernels_per_s":%s,"us_per_kernel":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s,"bare_kernels_per_s":%s},' "$t" "$nc" \
                 "${crate[$t-$nc]}" "${cus[$t-$nc]}" "${cslp[$t-$nc]}" "${cshare[$t-$nc]}" "${ccl[$t-$nc]}" "${cbare[$t-$nc]}")
-            [ -n "$DB" ] && jb+=$(printf '"%s-%s":{"kernels_per_s":%s,"us_per_kernel":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s},' "$t" "$nc" \
-                "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "${pccl[$t-$nc]}")
+            [ -n "$DB" ] && jb+=$(printf '"%s-%s":{"kernels_per_s":%s,"us_per_kernel":%s,"sleeps_per_kernel":%s,"daemon_pct_of_a_core":%s,"client_cpu_us_per_kernel":%s,"client_sleeps_per_kernel":%s},' "$t" "$nc" \
+                "${pcrate[$t-$nc]}" "${pcus[$t-$nc]}" "${pcslp[$t-$nc]}" "${pcshare[$t-$nc]}" "${pccl[$t-$nc]}" "${pcvs[$t-$nc]}")
         done
     done
     printf '{"bench":"daemon_cpu","policy":"%s","daemon_cpu_by_target_clients":{%s},"before":{%s}}\n' "$POLICY" "${j%,}" "${jb%,}"

@@ -31,10 +31,12 @@
  * Output lines: "pid=P", "launch i=I name=K t_ns=T" (CLOCK_MONOTONIC before the call, the line
  * written after it), "idle",
  * "done".
- * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T batch_ns=M" before
- * "done": M is the median time of one batch of --sync-every launches and its synchronisation,
- * which a run preempted now and then by other work on the machine hardly moves; T is the time
- * from the first launch to the end of the final synchronisation.
+ * --quiet 1 (a launch-rate run) writes no launch lines but "rate launches=N ns=T batch_ns=M
+ * cpu_ns=C sleeps=S" before "done": M is the median time of one batch of --sync-every launches
+ * and its synchronisation, which a run preempted now and then by other work on the machine hardly
+ * moves; T is the time from the first launch to the end of the final synchronisation, C and S
+ * the process's CPU time (all its threads) and voluntary context switches in that time (not its
+ * waits for --start-when and --end-when files, which poll every millisecond).
  * --for-ms MS stops launching once MS ms have passed since the first launch (checked every 8
  * launches; --count stays the upper bound), so a rate run lasts as long whatever the rate.
  * --until FILE stops launching once FILE exists (checked every 8 launches). --verify 1 fills the
@@ -354,6 +356,16 @@ static long long median_ll(long long *v, size_t n)
 	return v[n / 2];
 }
 
+/* The process's CPU time (every thread, ns) and voluntary context switches (sleeps) so far. */
+static void usage_now(long long *cpu_ns, long *sleeps)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	*cpu_ns = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+		  (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+	*sleeps = ru.ru_nvcsw;
+}
+
 /* Waits until path exists: 0, or -1 (said) after 20 s. */
 static int wait_for(const char *path)
 {
@@ -574,7 +586,9 @@ int main(int argc, char **argv)
 	int base_nice = getpriority(PRIO_PROCESS, 0);
 	if (nice_by)
 		renice_all(base_nice + (int)nice_by);
-	long long t_first = now_ns();
+	long long t_first = now_ns(), cpu_first, cpu_last;
+	long sleeps_first, sleeps_last;
+	usage_now(&cpu_first, &sleeps_first);
 	long launched = 0;
 	/* Batch times (quiet runs): one per synchronisation every sync_every launches. */
 	size_t nbatch = 0, capbatch = quiet && sync_every > 0 ? 1u << 20 : 0;
@@ -620,6 +634,7 @@ int main(int argc, char **argv)
 	}
 	CU(cuStreamSynchronize(st));
 	long long t_last = now_ns();
+	usage_now(&cpu_last, &sleeps_last);
 	if (nice_by)
 		renice_all(base_nice); /* fails unless allowed (root): then it stays niced */
 	if (pattern) {
@@ -629,8 +644,10 @@ int main(int argc, char **argv)
 		CU(cuMemcpyDtoH(back, buf, (size_t)alloc_mb << 20));
 		for (size_t w = 0; w < ((size_t)alloc_mb << 18); w++)
 			if (back[w] != pattern[w]) {
-				fprintf(log, "corrupt at byte %zu: %#x, expected %#x\n", w * 4, back[w], pattern[w]);
-				fprintf(stderr, "e2e_client: the buffer read back differs at byte %zu\n", w * 4);
+				fprintf(log, "corrupt at byte %zu: %#x, expected %#x\n", w * 4, back[w],
+					pattern[w]);
+				fprintf(stderr, "e2e_client: the buffer read back differs at byte %zu\n",
+					w * 4);
 				return 1;
 			}
 		fprintf(log, "verified %ld MB after %ld kernels\n", alloc_mb, launched);
@@ -656,8 +673,9 @@ int main(int argc, char **argv)
 	if (buf)
 		CU(cuMemFree(buf));
 	if (quiet)
-		fprintf(log, "rate launches=%ld ns=%lld batch_ns=%lld\n", launched, t_last - t_first,
-			median_ll(batch, nbatch));
+		fprintf(log, "rate launches=%ld ns=%lld batch_ns=%lld cpu_ns=%lld sleeps=%ld\n", launched,
+			t_last - t_first, median_ll(batch, nbatch), cpu_last - cpu_first,
+			sleeps_last - sleeps_first);
 	free(batch);
 	fprintf(log, "done\n");
 	if (child == 0) {
