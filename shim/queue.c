@@ -25,6 +25,7 @@ GMX_TLS CUcontext tl_disp_ctx;
 GMX_TLS gmx_sq *tl_last_q;
 GMX_TLS CUstream tl_last_stream;
 GMX_TLS unsigned tl_last_gen;
+GMX_TLS gmx_qbias_me_t tl_qbias;
 static int g_inited; /* init_once ran (read without pthread_once on the launch path) */
 
 static long env_long(const char *name, long def, long lo, long hi)
@@ -72,7 +73,7 @@ static void ensure_init(void)
 
 void gmx_shim_func_cache_clear(void)
 {
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	/* Commands still queued point at their fninfo; the unload drained them first. */
 	gmx_shim__fn_clear();
 	pthread_mutex_unlock(&gmx_q.lock);
@@ -86,25 +87,14 @@ static int host_deferrable(const void *p)
 	return pga && pga(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
-CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
+/* gmx_shim_enqueue inside the queue lock (the mutex, or the bias), which it never leaves.
+ * *signal: the dispatcher is to be woken once out of it; *leased: the launch went the leased
+ * path straight. */
+static CUresult enqueue_in(const gmx_shim_req_t *req, int *signal, int *leased)
 {
-	ensure_init();
-	/* A pageable host buffer may be reused as soon as the call returns: such copies cannot
-	 * wait in a queue. */
-	if (req->kind == GMX_CMD_COPY &&
-	    ((req->copy_kind == 1 && !host_deferrable(req->hsrc)) ||
-	     (req->copy_kind == 2 && !host_deferrable(req->hdst)) ||
-	     (req->copy_kind == 0 && (!host_deferrable((void *)(uintptr_t)req->src) ||
-				      !host_deferrable((void *)(uintptr_t)req->dst)))))
-		return GMX_SHIM_DIRECT;
-
-	if (gmx_shim_policy->prepare) /* never under the lock: it may block this thread */
-		gmx_shim_policy->prepare(gmx_shim_policy->self);
-	pthread_mutex_lock(&gmx_q.lock);
 	CUstream s = req->kind == GMX_CMD_LAUNCH_EX ? req->cfg->hStream : req->stream;
 	gmx_sq *q = gmx_q_sq_find(s, req->ptsz, 1);
 	if (!q) {
-		pthread_mutex_unlock(&gmx_q.lock);
 		return GMX_SHIM_DIRECT; /* no context or an invalid stream: the driver says which */
 	}
 	/* Straight through (gmx_shim_straight: the hooks call the driver without coming here) for
@@ -116,7 +106,6 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		CUresult r = gmx_shim__req_call_driver(req, q->real);
 		if (r != GMX_SHIM_DIRECT) {
 			gmx_q.seq++;
-			pthread_mutex_unlock(&gmx_q.lock);
 			return r;
 		}
 	}
@@ -125,20 +114,18 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 	} else if (gmx_shim_policy->lease_release) {
 		CUresult r = gmx_q_leased_straight(req, s, q);
 		if (r != GMX_SHIM_DIRECT) {
-			int idle = gmx_q.disp_idle && gmx_q.inflight > 0;
-			if (idle) { /* one wake-up: it clears disp_idle itself only once it has the lock */
+			/* it polls completions for the policy; woken once out of the lock */
+			*signal = gmx_q.disp_idle && gmx_q.inflight > 0;
+			if (*signal) { /* one wake-up: it clears disp_idle itself only once it has the lock */
 				gmx_q.disp_wakes++;
 				gmx_q.disp_idle = 0;
 			}
-			pthread_mutex_unlock(&gmx_q.lock);
-			if (idle) /* it polls completions for the policy; woken after the unlock */
-				pthread_cond_signal(&gmx_q.cv_work);
+			*leased = 1;
 			return r;
 		}
 	}
 	gmx_cmd *c = gmx_q_cmd_alloc();
 	if (!c) {
-		pthread_mutex_unlock(&gmx_q.lock);
 		return GMX_SHIM_DIRECT;
 	}
 	c->r = *req;
@@ -150,7 +137,6 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		c->fi = gmx_shim__fn_lookup(req->f, &err);
 		if (!c->fi) {
 			gmx_q_cmd_free(c);
-			pthread_mutex_unlock(&gmx_q.lock);
 			return err;
 		}
 		if (req->kind == GMX_CMD_LAUNCH_EX) {
@@ -159,7 +145,6 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 				if (gmx_shim__reserve((void **)&c->attrs, &c->attrcap, c->cfg.numAttrs,
 						      sizeof *c->attrs)) {
 					gmx_q_cmd_free(c);
-					pthread_mutex_unlock(&gmx_q.lock);
 					return GMX_SHIM_DIRECT;
 				}
 				memcpy(c->attrs, req->cfg->attrs, c->cfg.numAttrs * sizeof *c->attrs);
@@ -175,7 +160,6 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		}
 		if (gmx_shim__cmd_copy_params(c, req->params, req->extra) != 0) {
 			gmx_q_cmd_free(c);
-			pthread_mutex_unlock(&gmx_q.lock);
 			return GMX_SHIM_DIRECT;
 		}
 		c->info.name = c->fi->name;
@@ -190,7 +174,6 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		if (req->kind == GMX_CMD_EVENT_RECORD) {
 			if (!x) {
 				gmx_q_cmd_free(c);
-				pthread_mutex_unlock(&gmx_q.lock);
 				return GMX_SHIM_DIRECT;
 			}
 			c->evi = x;
@@ -239,8 +222,41 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 		gmx_q.disp_idle = 0;
 		pthread_cond_signal(&gmx_q.cv_work);
 	}
-	pthread_mutex_unlock(&gmx_q.lock);
 	return CUDA_SUCCESS;
+}
+
+CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
+{
+	ensure_init();
+	/* A pageable host buffer may be reused as soon as the call returns: such copies cannot
+	 * wait in a queue. */
+	if (req->kind == GMX_CMD_COPY &&
+	    ((req->copy_kind == 1 && !host_deferrable(req->hsrc)) ||
+	     (req->copy_kind == 2 && !host_deferrable(req->hdst)) ||
+	     (req->copy_kind == 0 && (!host_deferrable((void *)(uintptr_t)req->src) ||
+				      !host_deferrable((void *)(uintptr_t)req->dst)))))
+		return GMX_SHIM_DIRECT;
+
+	if (gmx_shim_policy->prepare) /* never under the lock: it may block this thread */
+		gmx_shim_policy->prepare(gmx_shim_policy->self);
+	/* The thread holding the lock's bias (it launched under the lease GMX_QBIAS_STREAK times in a
+	 * row, no other thread taking the lock between) enters without the mutex. */
+	int biased = gmx_qbias_enter(&gmx_q.bias, &tl_qbias);
+	if (!biased)
+		gmx_q_lock();
+	int signal = 0, leased = 0;
+	CUresult r = enqueue_in(req, &signal, &leased);
+	if (biased) {
+		gmx_q.biased++;
+		gmx_qbias_exit(&tl_qbias);
+	} else {
+		if (leased)
+			gmx_qbias_note(&gmx_q.bias, &tl_qbias);
+		pthread_mutex_unlock(&gmx_q.lock);
+	}
+	if (signal)
+		pthread_cond_signal(&gmx_q.cv_work);
+	return r;
 }
 
 int gmx_shim_capturing(CUstream s, int ptsz)
@@ -282,7 +298,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return s;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	/* The per-thread stream is always mapped once queueing is on, so that work passed through
 	 * and work queued land on the same driver stream. */
 	gmx_sq *q = gmx_q_sq_find(s, ptsz, gmx_q_is_ptds(s, ptsz));
@@ -307,7 +323,7 @@ CUstream gmx_shim_stream_barrier(CUstream s, int ptsz)
 	CUresult err;
 	CUstream out = gmx_shim_stream_flush(s, ptsz, &err);
 	if (err != CUDA_SUCCESS) { /* keep the error for the next synchronisation */
-		pthread_mutex_lock(&gmx_q.lock);
+		gmx_q_lock();
 		gmx_sq *q = gmx_q_sq_find(s, ptsz, 0);
 		if (q && q->deferred == CUDA_SUCCESS)
 			q->deferred = err;
@@ -322,7 +338,7 @@ CUresult gmx_shim_stream_pending(CUstream s, int ptsz, CUstream *out)
 	*out = s;
 	if (gmx_shim_policy->passthrough)
 		return CUDA_SUCCESS;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	gmx_q_pump();
 	gmx_sq *q = gmx_q_sq_find(s, ptsz, 0);
 	CUresult r = CUDA_SUCCESS;
@@ -345,7 +361,7 @@ void gmx_shim_stream_forget(CUstream s)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	gmx_sq *q = gmx_q_sq_find(s, 0, 0);
 	if (q && q->kind != SQ_LEGACY && !q->ptds) {
 		gmx_q_wait_until(gmx_q_stream_retired, q);
@@ -375,7 +391,7 @@ int gmx_shim_event_pending(CUevent e)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return 0;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	gmx_q_pump();
 	evinfo_t *x = gmx_q_ev_lookup(e, 0);
 	int pending = x && x->pending > 0;
@@ -388,7 +404,7 @@ void gmx_shim_event_flush(CUevent e, int forget)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	evinfo_t *x = gmx_q_ev_lookup(e, 0);
 	if (!forget)
 		note_host_wait();
@@ -406,7 +422,7 @@ void gmx_shim_drain_all(void)
 	ensure_init();
 	if (gmx_shim_policy->passthrough)
 		return;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	note_host_wait();
 	if (gmx_q.queued > 0)
 		gmx_q_wait_until(gmx_q_all_released, NULL);
@@ -418,7 +434,7 @@ void gmx_shim_queue_quiesce(void)
 	if (GMX_LIKELY(gmx_shim_policy != NULL && gmx_shim_policy->passthrough))
 		return;
 	ensure_init();
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	while (gmx_q.inflight > 0) {
 		gmx_q_reap();
 		if (gmx_q.inflight == 0)
@@ -430,7 +446,7 @@ void gmx_shim_queue_quiesce(void)
 
 void gmx_shim_queue_lock(void)
 {
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 }
 
 void gmx_shim_queue_unlock(void)
@@ -440,7 +456,7 @@ void gmx_shim_queue_unlock(void)
 
 void gmx_shim_queue_kick(void)
 {
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	if (gmx_q.queued > 0) {
 		gmx_q_ensure_dispatcher();
 		gmx_q_wake_dispatcher();
@@ -452,7 +468,7 @@ void gmx_shim_queue_kick(void)
 
 void gmx_shim_queue_atfork_prepare(void)
 {
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	pthread_mutex_lock(&gmx_q.poll_lock);
 }
 
@@ -487,6 +503,7 @@ void gmx_shim_queue_atfork_child(void)
 	gmx_shim__fn_abandon();
 	tl_last_q = NULL;
 	tl_disp_ctx = NULL;
+	gmx_qbias_atfork_child(&gmx_q.bias);
 	pthread_mutex_unlock(&gmx_q.lock);
 }
 
@@ -508,16 +525,17 @@ __attribute__((destructor)) static void report(void)
 {
 	if (gmx_shim_log_fd < 0 || !__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	gmx_shim_log(
 	    "queue released caller=%lu dispatcher=%lu leased_straight=%lu completion_events=%lu "
 	    "dispatcher_sleeps=%lu dispatcher_wakes=%lu stream_queries=%lu full_yields=%lu polls_skipped=%lu "
 	    "diverted_running=%lu diverted_ring_full=%lu diverted_behind=%lu diverted_unleased=%lu "
 	    "diverted_other=%lu "
-	    "lease_reasks=%lu",
+	    "lease_reasks=%lu biased=%lu bias_grants=%lu bias_revokes=%lu",
 	    gmx_q.released_caller, gmx_q.released_dispatcher, gmx_q.released_leased, gmx_q.events_recorded,
 	    gmx_q.disp_sleeps, gmx_q.disp_wakes, gmx_q.stream_queries, gmx_q.full_yields,
 	    __atomic_load_n(&gmx_q.polls_skipped, __ATOMIC_RELAXED), gmx_q.div_running, gmx_q.div_ring_full,
-	    gmx_q.div_behind, gmx_q.div_unleased, gmx_q.div_other, gmx_q.lease_reasks);
+	    gmx_q.div_behind, gmx_q.div_unleased, gmx_q.div_other, gmx_q.lease_reasks, gmx_q.biased,
+	    gmx_q.bias.grants, gmx_q.bias.revokes);
 	pthread_mutex_unlock(&gmx_q.lock);
 }

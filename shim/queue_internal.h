@@ -32,6 +32,7 @@
 #define GMX_SHIM_QUEUE_INTERNAL_H
 
 #include "cmd.h"
+#include "qbias.h"
 #include "queue.h"
 
 #include <pthread.h>
@@ -69,9 +70,10 @@ struct gmx_sq {
 };
 
 #define EV_BUCKETS 1024
-#define GMX_DONE_BATCH 64  /* completions handed to the policy with one leased release */
-#define GMX_FULL_YIELDS 32 /* a leased launch yields this often at most for room to report it, then queues   \
-			    */
+#define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
+#define GMX_FULL_YIELDS                                                                                      \
+	32 /* a leased launch yields this often at most for room to report it, then queues                   \
+	    */
 
 typedef struct {
 	pthread_mutex_t lock;
@@ -81,8 +83,8 @@ typedef struct {
 	uint64_t seq;
 	size_t queued; /* commands in all queues */
 	int inflight, inflight_max;
-	int ahead_max;	    /* commands behind a held head offered to the policy's ahead() (GPUMUX_SHIM_AHEAD) */
-	int ring_cap;	    /* the leased path's bound: max(inflight_max, GMX_SHIM_LEASED_MAX) */
+	int ahead_max; /* commands behind a held head offered to the policy's ahead() (GPUMUX_SHIM_AHEAD) */
+	int ring_cap;  /* the leased path's bound: max(inflight_max, GMX_SHIM_LEASED_MAX) */
 	unsigned ring_mask; /* each stream's in-flight ring holds ring_mask + 1 >= ring_cap entries, a
 			     * power of two: a slot is an AND, not a division, at every launch */
 	long poll_ns;
@@ -113,6 +115,10 @@ typedef struct {
 	 * moment; anything else (another context, a bound of nothing in flight). */
 	unsigned long div_running, div_ring_full, div_behind, div_unleased, div_other;
 	unsigned long lease_reasks; /* second policy calls for a launch whose first look found all running */
+	unsigned long biased;	    /* launches that entered through the bias, without the mutex */
+	/* The lock's bias (qbias.h): the thread launching under a lease again and again enters
+	 * gmx_shim_enqueue without the mutex; every other way in takes it through gmx_q_lock. */
+	gmx_qbias_t bias;
 } gmx_qstate_t;
 
 /* Nonzero for the kinds that launch a kernel. */
@@ -132,6 +138,22 @@ extern GMX_TLS CUcontext tl_disp_ctx; /* the dispatcher's current context */
 extern GMX_TLS gmx_sq *tl_last_q;     /* gmx_q_sq_find's cache: the last application stream's queue */
 extern GMX_TLS CUstream tl_last_stream;
 extern GMX_TLS unsigned tl_last_gen;
+extern GMX_TLS gmx_qbias_me_t tl_qbias; /* this thread's handle on the lock's bias */
+
+/* Takes the queue lock: the mutex, then the bias revoked if another thread holds it (waiting
+ * until that thread is out). Every way in but gmx_shim_enqueue's biased one comes here. */
+static inline void gmx_q_lock(void)
+{
+	pthread_mutex_lock(&gmx_q.lock);
+	gmx_qbias_locked(&gmx_q.bias, &tl_qbias);
+}
+
+/* After a wait on a condition with the queue lock: the mutex is held again, and a bias granted
+ * meanwhile is revoked as gmx_q_lock does. */
+static inline void gmx_q_relocked(void)
+{
+	gmx_qbias_locked(&gmx_q.bias, &tl_qbias);
+}
 
 /* ---- qstreams.c ---- */
 

@@ -142,6 +142,8 @@ void gmx_q_timed_wait_on(pthread_cond_t *cv, pthread_mutex_t *m)
 		ts.tv_sec++;
 	}
 	pthread_cond_timedwait(cv, m, &ts);
+	if (m == &gmx_q.lock)
+		gmx_q_relocked();
 }
 
 void gmx_q_wake_dispatcher(void)
@@ -179,7 +181,7 @@ static void dispatcher_poll(unsigned long *seen)
 		*seen = now;
 		__atomic_store_n(&gmx_q.polls_skipped, gmx_q.polls_skipped + 1, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	gmx_q.disp_polling = 0;
 }
 
@@ -193,7 +195,7 @@ static void *dispatcher_main(void *arg)
 {
 	(void)arg;
 	tl_dispatcher = 1;
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	unsigned long leased_seen = gmx_q.released_leased;
 	for (;;) {
 		gmx_q_pump();
@@ -205,6 +207,7 @@ static void *dispatcher_main(void *arg)
 			gmx_q.disp_idle = 1;
 			gmx_q.disp_sleeps++;
 			pthread_cond_wait(&gmx_q.cv_work, &gmx_q.lock);
+			gmx_q_relocked();
 			gmx_q.disp_idle = 0;
 		} else if (gmx_q.queued == 0 && !quiet) {
 			dispatcher_poll(&leased_seen);
@@ -250,7 +253,7 @@ static int wait_oldest(gmx_sq *q)
 		es(e);
 	else /* no event: the stream's newest in flight (gmx_q_mark_tail), so the stream itself */
 		ss(s);
-	pthread_mutex_lock(&gmx_q.lock);
+	gmx_q_lock();
 	q->syncers--;
 	return 1;
 }
