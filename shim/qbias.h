@@ -18,9 +18,11 @@
 #include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define GMX_QBIAS_SLOTS 64    /* threads that may ever hold the bias (more: never biased) */
+#define GMX_QBIAS_YIELDS 64u  /* a revoker's yields while the holder is inside, before it sleeps */
 #define GMX_QBIAS_STREAK 256u /* notes in a row by one thread, no other thread locking, before a grant */
 
 /* One thread's flag: it is inside without the mutex. A cache line of its own. */
@@ -81,8 +83,16 @@ static inline void gmx_qbias_locked(gmx_qbias_t *b, const gmx_qbias_me_t *me)
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
 		b->usable = -1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&o->busy, __ATOMIC_ACQUIRE))
-		sched_yield();
+	/* The holder may be inside the driver's launch, which can block (a full push buffer): after
+	 * a few yields the wait sleeps instead of taking a core from it. */
+	for (unsigned spins = 0; __atomic_load_n(&o->busy, __ATOMIC_ACQUIRE); spins++) {
+		if (spins < GMX_QBIAS_YIELDS) {
+			sched_yield();
+		} else {
+			struct timespec ts = {0, 20000};
+			nanosleep(&ts, NULL);
+		}
+	}
 	b->revokes++;
 }
 
