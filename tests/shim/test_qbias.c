@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -42,13 +43,11 @@ static int membarrier_ok(void)
 	       (syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) & MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
-/* A test's start: a bias no thread was ever granted (skipped where membarrier is missing). */
-#define fresh()                                                                                              \
-	do {                                                                                                 \
-		if (!membarrier_ok())                                                                        \
-			skip();                                                                              \
-		memset(&g_b, 0, sizeof g_b);                                                                 \
-	} while (0)
+/* A test's start: a bias no thread was ever granted. */
+static void fresh(void)
+{
+	memset(&g_b, 0, sizeof g_b);
+}
 
 /* Starts a thread running fn and waits for it. */
 static void run_thread(void *(*fn)(void *))
@@ -205,6 +204,13 @@ static void atfork_child_clears(void **state)
 
 int main(void)
 {
+	/* Without membarrier the interposer never grants the bias: nothing here can run, and ctest
+	 * reports the test skipped (77), not passed. */
+	if (!membarrier_ok()) {
+		fprintf(stderr, "test_qbias: skipped: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) is not "
+				"available here, so the queue lock's bias is never granted\n");
+		return 77;
+	}
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(granted_after_streak_revoked_by_another),
 	    cmocka_unit_test(another_thread_breaks_the_streak),
