@@ -47,8 +47,18 @@ C=$B/tests/e2e/e2e_client G=$B/gpumux D=$B/gpumuxd
 W=$(mktemp -d /tmp/gmx-bench-daemon.XXXXXX)
 DPID=
 # Every gpumuxd started, also those started in a process substitution's subshell (whose DPID
-# the main shell never sees), is stopped on exit, whatever failed.
-trap 'kill $(cat "$W/daemon.pids" 2>/dev/null) 2>/dev/null; rm -rf "$W"' EXIT
+# the main shell never sees), is stopped on exit, whatever failed: only those still running as
+# gpumuxd (a PID of one that stopped may be another process's by now). errexit is off here, so
+# that one already stopped does not end the cleanup (and the bench) with status 1, leaving $W.
+cleanup() {
+    set +e
+    local p
+    for p in $(cat "$W/daemon.pids" 2>/dev/null); do
+        [ "$(cat /proc/"$p"/comm 2>/dev/null)" = gpumuxd ] && kill "$p" 2>/dev/null
+    done
+    rm -rf "$W"
+}
+trap cleanup EXIT
 export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
     NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300 RATE_REPS=5
