@@ -71,9 +71,8 @@ struct gmx_sq {
 
 #define EV_BUCKETS 1024
 #define GMX_DONE_BATCH 64 /* completions handed to the policy with one leased release */
-#define GMX_FULL_YIELDS                                                                                      \
-	32 /* a leased launch yields this often at most for room to report it, then queues                   \
-	    */
+/* A leased launch yields this often at most for room to report it, then queues. */
+#define GMX_FULL_YIELDS 32
 
 typedef struct {
 	pthread_mutex_t lock;
