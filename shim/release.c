@@ -234,17 +234,21 @@ void gmx_q_ensure_dispatcher(void)
 	pthread_attr_destroy(&a);
 }
 
-/* When the in-flight bound holds back q's queued work and q has work in flight, waits in the
+/* When q's head is held (the pump just left it queued) and q has work in flight, waits in the
  * driver for q's oldest in-flight command (the lock released meanwhile) instead of for the
  * dispatcher's next poll: a synchronising thread then releases the next command as soon as a
- * slot frees. The event stays valid: q's events are destroyed only once no thread waits on
- * them (gmx_q_stream_retired). 1 if it waited. Lock held. */
+ * slot frees, whichever bound held it, the shim's in-flight bound or the policy's (a lease's
+ * depth); a poll period (GPUMUX_SHIM_POLL_US) later would leave the GPU idle between kernels
+ * longer than that. What else may free the head meanwhile (a grant, another stream's release)
+ * the dispatcher releases. The event stays valid: q's events are destroyed only once no thread
+ * waits on them (gmx_q_stream_retired). 1 if it waited. Lock held. */
 static int wait_oldest(gmx_sq *q)
 {
 	__typeof__(&cuEventSynchronize) es = GMX_REAL(cuEventSynchronize);
 	__typeof__(&cuStreamSynchronize) ss = GMX_REAL(cuStreamSynchronize);
-	if (!q || !q->head || q->rlen == 0 || gmx_q.inflight < gmx_q.inflight_max || !es || !ss)
+	if (!q || !q->head || q->rlen == 0 || !es || !ss)
 		return 0;
+	gmx_q_ensure_dispatcher();
 	CUevent e = q->ring[q->rhead];
 	CUstream s = q->real;
 	q->syncers++;
@@ -259,7 +263,7 @@ static int wait_oldest(gmx_sq *q)
 }
 
 /* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
- * driver when the in-flight bound holds it back (wait_oldest). Lock held. */
+ * driver while its head is held and it has work in flight (wait_oldest). Lock held. */
 void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 {
 	while (!done(arg)) {

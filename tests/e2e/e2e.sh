@@ -126,6 +126,25 @@ lease_long)
     [ "$l" -ge 11990 ] || fail "only $l commands released under the lease"
     [ "$(jq .protocol_errors <<<"$st")" = 0 ] || fail "protocol errors: $(grep 'cut off' "$R/daemon.log")"
     ;;
+lease_pipeline)
+    # A client alone whose kernels are longer than a lease's time budget holds a lease of two in
+    # flight (fikit's inflight_max), fewer than the interposer's own bound (4): its synchronising
+    # thread must release each next kernel as the oldest ends, while the other still runs, not at
+    # the dispatcher's next poll (made 100 ms here, longer than a kernel) or a later wake-up (the
+    # build before waited about 0.5 ms after every second kernel on this test). Ordered, not timed:
+    # each kernel after the second starts on the stand-in exactly when the one before it ends
+    # (the device never ran dry; a release up to 50 ms late still keeps that).
+    start_daemon "policy = fikit"
+    GPUMUX_SHIM_POLL_US=100000 client pl 3 -- --kernels p:50000 --count 6 --sync-every 6
+    wait $PID_pl
+    check_order pl
+    pid=$(pid_of pl)
+    grep " pid=$pid .*kind=kernel" "$R/standin.log" | sed 's/^start_ns=\([0-9]*\) end_ns=\([0-9]*\).*/\1 \2/' | sort -n >"$R/pl.k"
+    echo "pl: $(wc -l <"$R/pl.k") kernels; idle gaps before each (ms): $(awk 'NR > 1 {printf "%.1f ", ($1 - e) / 1e6} {e = $2}' "$R/pl.k")"
+    late=$(awk 'NR > 2 && $1 != e {n++} {e = $2} END {print n + 0}' "$R/pl.k")
+    [ "$(wc -l <"$R/pl.k")" = 6 ] || fail "$(wc -l <"$R/pl.k") of 6 kernels on the stand-in"
+    [ "$late" = 0 ] || fail "$late of kernels 3-6 started after the device ran dry: released at a poll, not when the oldest ended"
+    ;;
 rate_line)
     # A rate run's own costs (bench/daemon reads them per client): its CPU time and sleeps from its
     # first launch to its last kernel's end, not its wait for the start file, which polls every
