@@ -310,7 +310,7 @@ CUstream gmx_shim_stream_flush(CUstream s, int ptsz, CUresult *err)
 		*err = q->deferred;
 		q->deferred = CUDA_SUCCESS;
 	} else if (gmx_q.queued > 0 && gmx_q_is_legacy(s, ptsz)) {
-		gmx_q_wait_until(gmx_q_all_released, NULL);
+		gmx_q_wait_all_released();
 	}
 	pthread_mutex_unlock(&gmx_q.lock);
 	return out;
@@ -408,8 +408,8 @@ void gmx_shim_event_flush(CUevent e, int forget)
 	evinfo_t *x = gmx_q_ev_lookup(e, 0);
 	if (!forget)
 		note_host_wait();
-	if (x)
-		gmx_q_wait_until(gmx_q_event_released, x);
+	if (x) /* the last record's stream: its release waits for that stream's head */
+		gmx_q_wait_until_q(gmx_q_event_released, x, x->last_q);
 	if (x && forget)
 		gmx_q_ev_remove(e);
 	pthread_mutex_unlock(&gmx_q.lock);
@@ -425,7 +425,7 @@ void gmx_shim_drain_all(void)
 	gmx_q_lock();
 	note_host_wait();
 	if (gmx_q.queued > 0)
-		gmx_q_wait_until(gmx_q_all_released, NULL);
+		gmx_q_wait_all_released();
 	pthread_mutex_unlock(&gmx_q.lock);
 }
 

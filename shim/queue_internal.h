@@ -212,6 +212,9 @@ void gmx_q_ensure_dispatcher(void);
 void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q);
 /* gmx_q_wait_until_q without a stream of the caller's. */
 void gmx_q_wait_until(int (*done)(const void *), const void *arg);
+/* Waits, pumping, until nothing is queued anywhere; meanwhile in the driver for the oldest
+ * command of a queue whose head is held while it has work in flight. */
+void gmx_q_wait_all_released(void);
 /* Conditions for the waits: q (and what it follows) has nothing queued; nothing is queued
  * anywhere; q is released and nothing of it in flight; the event (evinfo_t) has no queued record. */
 int gmx_q_stream_released(const void *q);

@@ -262,15 +262,26 @@ static int wait_oldest(gmx_sq *q)
 	return 1;
 }
 
-/* Waits, pumping, until done(arg) holds; q (or NULL): the caller's own stream, waited on in the
- * driver while its head is held and it has work in flight (wait_oldest). Lock held. */
-void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
+/* The first queue whose head is held while it has work in flight (a wait for everything queued
+ * can go on in the driver there), or NULL. Lock held. */
+static gmx_sq *held_queue(void)
+{
+	for (gmx_sq *q = gmx_q.queues; q; q = q->next)
+		if (q->head && q->rlen > 0)
+			return q;
+	return NULL;
+}
+
+/* Waits, pumping, until done(arg) holds; waits in the driver for the oldest command of q (or,
+ * with any, of whichever queue is held with work in flight) while its head is held
+ * (wait_oldest), else for the dispatcher. Lock held. */
+static void wait_loop(int (*done)(const void *), const void *arg, gmx_sq *q, int any)
 {
 	while (!done(arg)) {
 		gmx_q_pump();
 		if (done(arg))
 			break;
-		if (wait_oldest(q))
+		if (wait_oldest(any ? held_queue() : q))
 			continue;
 		gmx_q_ensure_dispatcher();
 		gmx_q_wake_dispatcher();
@@ -278,9 +289,19 @@ void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
 	}
 }
 
+void gmx_q_wait_until_q(int (*done)(const void *), const void *arg, gmx_sq *q)
+{
+	wait_loop(done, arg, q, 0);
+}
+
 void gmx_q_wait_until(int (*done)(const void *), const void *arg)
 {
-	gmx_q_wait_until_q(done, arg, NULL);
+	wait_loop(done, arg, NULL, 0);
+}
+
+void gmx_q_wait_all_released(void)
+{
+	wait_loop(gmx_q_all_released, NULL, NULL, 1);
 }
 
 /* Nonzero once q, and what it must follow (legacy semantics), has no queued command. */

@@ -131,19 +131,22 @@ lease_pipeline)
     # flight (fikit's inflight_max), fewer than the interposer's own bound (4): its synchronising
     # thread must release each next kernel as the oldest ends, while the other still runs, not at
     # the dispatcher's next poll (made 100 ms here, longer than a kernel) or a later wake-up (the
-    # build before waited about 0.5 ms after every second kernel on this test). Ordered, not timed:
-    # each kernel after the second starts on the stand-in exactly when the one before it ends
-    # (the device never ran dry; a release up to 50 ms late still keeps that).
+    # build before waited about 0.5 ms after every second kernel on this test), whether it
+    # synchronises the stream, an event recorded on it, or the context. Ordered, not timed: each
+    # kernel after the second starts on the stand-in exactly when the one before it ends (the
+    # device never ran dry; a release up to 50 ms late still keeps that).
     start_daemon "policy = fikit"
-    GPUMUX_SHIM_POLL_US=100000 client pl 3 -- --kernels p:50000 --count 6 --sync-every 6
-    wait $PID_pl
-    check_order pl
-    pid=$(pid_of pl)
-    grep " pid=$pid .*kind=kernel" "$R/standin.log" | sed 's/^start_ns=\([0-9]*\) end_ns=\([0-9]*\).*/\1 \2/' | sort -n >"$R/pl.k"
-    echo "pl: $(wc -l <"$R/pl.k") kernels; idle gaps before each (ms): $(awk 'NR > 1 {printf "%.1f ", ($1 - e) / 1e6} {e = $2}' "$R/pl.k")"
-    late=$(awk 'NR > 2 && $1 != e {n++} {e = $2} END {print n + 0}' "$R/pl.k")
-    [ "$(wc -l <"$R/pl.k")" = 6 ] || fail "$(wc -l <"$R/pl.k") of 6 kernels on the stand-in"
-    [ "$late" = 0 ] || fail "$late of kernels 3-6 started after the device ran dry: released at a poll, not when the oldest ended"
+    for how in stream event ctx; do
+        GPUMUX_SHIM_POLL_US=100000 client pl$how 3 -- --kernels p:50000 --count 6 --sync-every 6 --sync-with $how
+        eval "wait \$PID_pl$how"
+        check_order pl$how
+        pid=$(pid_of pl$how)
+        grep " pid=$pid .*kind=kernel" "$R/standin.log" | sed 's/^start_ns=\([0-9]*\) end_ns=\([0-9]*\).*/\1 \2/' | sort -n >"$R/pl$how.k"
+        echo "pl$how: $(wc -l <"$R/pl$how.k") kernels; idle gaps before each (ms): $(awk 'NR > 1 {printf "%.1f ", ($1 - e) / 1e6} {e = $2}' "$R/pl$how.k")"
+        late=$(awk 'NR > 2 && $1 != e {n++} {e = $2} END {print n + 0}' "$R/pl$how.k")
+        [ "$(wc -l <"$R/pl$how.k")" = 6 ] || fail "$how: $(wc -l <"$R/pl$how.k") of 6 kernels on the stand-in"
+        [ "$late" = 0 ] || fail "$how: $late of kernels 3-6 started after the device ran dry: released at a poll, not when the oldest ended"
+    done
     ;;
 rate_line)
     # A rate run's own costs (bench/daemon reads them per client): its CPU time and sleeps from its

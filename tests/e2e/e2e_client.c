@@ -3,13 +3,15 @@
  * writes when it launched each one, so the tests can match its launches with the stand-in's
  * execution log.
  *   e2e_client --out FILE --kernels NAME:US[,NAME:US...] --count N [--gap-us G]
- *              [--sync-every K] [--alloc-mb M [--touch-mb T [--windows W]]]
+ *              [--sync-every K] [--sync-with stream|event|ctx] [--alloc-mb M [--touch-mb T [--windows W]]]
  *              [--start-when FILE] [--end-when FILE] [--pause-at I --resume-when FILE]
  *              [--record-every K] [--hold-ms MS] [--allocs N] [--fork CHILD_OUT] [--linger-when FILE]
  *              [--hostile bad-hello|bad-ring|stall|huge-alloc|status-len|hello-nonul|silent:N|crowd:N]
  * Kernel i is kernels[i % n]; with --gap-us the client synchronises after each kernel and
  * sleeps G µs (a high-priority request stream with idle gaps); otherwise it synchronises
- * every K kernels (a saturating batch job). --alloc-mb allocates M MB with cuMemAlloc and
+ * every K kernels (a saturating batch job), and at the end: with cuStreamSynchronize, or with
+ * --sync-with event an event recorded on the stream and cuEventSynchronize, or with ctx
+ * cuCtxSynchronize. --alloc-mb allocates M MB with cuMemAlloc and
  * passes it to every kernel; with --touch-mb kernel i touches only T MB of it, from window
  * i % W (kernels declared "p@2,i32,u64": the pointer, the index, the bytes touched).
  * --start-when: after its allocation and one event record (which connects it to gpumuxd), write
@@ -396,6 +398,25 @@ static void cuda_setup(const char *module, int nk, char names[][32], CUfunction 
 	CU(cuStreamCreate(st, CU_STREAM_NON_BLOCKING));
 }
 
+/* --sync-with: how the launches are synchronised (every --sync-every, and at the end). */
+enum { SYNC_STREAM, SYNC_EVENT, SYNC_CTX };
+
+/* Waits until everything launched onto st completed, the way --sync-with asks. */
+static void sync_launches(CUstream st, int how)
+{
+	if (how == SYNC_CTX) {
+		CU(cuCtxSynchronize());
+	} else if (how == SYNC_EVENT) {
+		CUevent ev;
+		CU(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+		CU(cuEventRecord(ev, st));
+		CU(cuEventSynchronize(ev));
+		CU(cuEventDestroy(ev));
+	} else {
+		CU(cuStreamSynchronize(st));
+	}
+}
+
 /* --idle-thread: sleeps until the process exits. */
 static void *idle_thread(void *arg)
 {
@@ -427,6 +448,7 @@ int main(int argc, char **argv)
 	long count = 10, gap_us = -1, sync_every = 8, alloc_mb = 0, touch_mb = 0, windows = 1,
 	     record_every = 0, hold_ms = 6000, allocs = 0, pause_at = -1, quiet = 0, for_ms = 0, verify = 0,
 	     nice_by = 0, idle = 0;
+	int sync_with = SYNC_STREAM;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--out"))
 			out = argv[i + 1];
@@ -466,7 +488,18 @@ int main(int argc, char **argv)
 			hold_ms = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = atol(argv[i + 1]);
-		else if (!strcmp(argv[i], "--for-ms"))
+		else if (!strcmp(argv[i], "--sync-with")) {
+			const char *w = argv[i + 1];
+			sync_with = !strcmp(w, "stream")  ? SYNC_STREAM
+				    : !strcmp(w, "event") ? SYNC_EVENT
+				    : !strcmp(w, "ctx")	  ? SYNC_CTX
+							  : -1;
+			if (sync_with < 0) {
+				fprintf(stderr, "e2e_client: --sync-with %s: expected stream, event or ctx\n",
+					w);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--for-ms"))
 			for_ms = atol(argv[i + 1]);
 		else if (!strcmp(argv[i], "--verify"))
 			verify = atol(argv[i + 1]);
@@ -624,7 +657,7 @@ int main(int argc, char **argv)
 			struct timespec ts = {gap_us / 1000000, (gap_us % 1000000) * 1000};
 			nanosleep(&ts, NULL);
 		} else if (sync_every > 0 && (i + 1) % sync_every == 0) {
-			CU(cuStreamSynchronize(st));
+			sync_launches(st, sync_with);
 			if (batch && nbatch < capbatch) {
 				long long t = now_ns();
 				batch[nbatch++] = t - t_batch;
@@ -632,7 +665,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	CU(cuStreamSynchronize(st));
+	sync_launches(st, sync_with);
 	long long t_last = now_ns();
 	usage_now(&cpu_last, &sleeps_last);
 	if (nice_by)
