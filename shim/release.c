@@ -249,13 +249,22 @@ static int wait_oldest(gmx_sq *q)
 	if (!q || !q->head || q->rlen == 0 || !es || !ss)
 		return 0;
 	gmx_q_ensure_dispatcher();
+	/* The oldest without an event is the stream's newest in flight (gmx_q_mark_tail). Waiting on
+	 * the stream itself would also wait for what another thread (the dispatcher, on a grant)
+	 * releases onto it meanwhile: the next command would then go only after that one ended, the
+	 * GPU dry between. So it is marked first (or retired, if the stream is idle already). */
+	if (!q->ring[q->rhead]) {
+		gmx_q_mark_tail(q, 0);
+		if (q->rlen == 0)
+			return 1;
+	}
 	CUevent e = q->ring[q->rhead];
 	CUstream s = q->real;
 	q->syncers++;
 	pthread_mutex_unlock(&gmx_q.lock);
 	if (e)
 		es(e);
-	else /* no event: the stream's newest in flight (gmx_q_mark_tail), so the stream itself */
+	else /* no event could be recorded: the stream itself */
 		ss(s);
 	gmx_q_lock();
 	q->syncers--;
