@@ -252,8 +252,9 @@ static int wait_oldest(gmx_sq *q)
 	/* The oldest without an event is the stream's newest in flight (gmx_q_mark_tail). Waiting on
 	 * the stream itself would also wait for what another thread (the dispatcher, on a grant)
 	 * releases onto it meanwhile: the next command would then go only after that one ended, the
-	 * GPU dry between. So it is marked first (or retired, if the stream is idle already). */
-	if (!q->ring[q->rhead]) {
+	 * GPU dry between. So it is marked first (or retired, if the stream is idle already), when
+	 * q is of the calling thread's current context: an event made here belongs to it. */
+	if (!q->ring[q->rhead] && q->ctx == gmx_q_current_ctx()) {
 		gmx_q_mark_tail(q, 0);
 		if (q->rlen == 0)
 			return 1;
@@ -271,12 +272,13 @@ static int wait_oldest(gmx_sq *q)
 	return 1;
 }
 
-/* The first queue whose head is held while it has work in flight (a wait for everything queued
- * can go on in the driver there), or NULL. Lock held. */
+/* The first queue of the calling thread's current context whose head is held while it has work
+ * in flight (a wait for everything queued can go on in the driver there), or NULL. Lock held. */
 static gmx_sq *held_queue(void)
 {
+	CUcontext mine = gmx_q_current_ctx();
 	for (gmx_sq *q = gmx_q.queues; q; q = q->next)
-		if (q->head && q->rlen > 0)
+		if (q->head && q->rlen > 0 && q->ctx == mine)
 			return q;
 	return NULL;
 }
