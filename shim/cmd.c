@@ -15,7 +15,7 @@
 #define FN_BUCKETS 1024
 
 static fninfo_t *fn_table[FN_BUCKETS];
-static fninfo_t *fn_last; /* the last one looked up: a loop launches the same kernel again */
+fninfo_t *gmx_shim__fn_last; /* the last one looked up: a loop launches the same kernel again */
 
 /* Appends one parameter to fi's layout; 0, or -1 (layout unknown) when out of memory. */
 static int add_param(fninfo_t *fi, size_t off, size_t size)
@@ -62,14 +62,12 @@ static void image_layout(fninfo_t *fi, const gmx_kernel_info_t *k)
 			fi->known = 0;
 }
 
-fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
+fninfo_t *gmx_shim__fn_lookup_slow(CUfunction f, CUresult *err)
 {
-	if (fn_last && fn_last->f == f)
-		return fn_last;
 	size_t h = gmx_shim__ptr_hash(f, FN_BUCKETS);
 	for (fninfo_t *fi = fn_table[h]; fi; fi = fi->next)
 		if (fi->f == f)
-			return fn_last = fi;
+			return gmx_shim__fn_last = fi;
 	__typeof__(&cuFuncGetName) getname = GMX_REAL(cuFuncGetName);
 	__typeof__(&cuFuncGetParamInfo) getparam = GMX_REAL(cuFuncGetParamInfo);
 	__typeof__(&cuKernelGetName) kgetname = GMX_REAL(cuKernelGetName);
@@ -125,13 +123,13 @@ fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
 		fi->known = 0;
 	fi->next = fn_table[h];
 	fn_table[h] = fi;
-	fn_last = fi;
+	gmx_shim__fn_last = fi;
 	return fi;
 }
 
 void gmx_shim__fn_clear(void)
 {
-	fn_last = NULL;
+	gmx_shim__fn_last = NULL;
 	for (size_t i = 0; i < FN_BUCKETS; i++) {
 		fninfo_t *fi = fn_table[i];
 		while (fi) {
@@ -148,7 +146,7 @@ void gmx_shim__fn_clear(void)
 
 void gmx_shim__fn_abandon(void)
 {
-	fn_last = NULL;
+	gmx_shim__fn_last = NULL;
 	memset(fn_table, 0, sizeof fn_table);
 }
 
@@ -227,8 +225,8 @@ static void release_log(const gmx_shim_cmd_t *info, const fninfo_t *fi, const vo
 	if (fi && fi->known && (buf || params)) {
 		for (size_t i = 0; i < fi->n && p + 40 < sizeof text; i++) {
 			const unsigned char *v = buf ? buf + fi->off[i] : (const unsigned char *)params[i];
-			p += (size_t)snprintf(text + p, sizeof text - p, "%s%zu:%zu:", i ? "," : "", fi->off[i],
-					      fi->size[i]);
+			p += (size_t)snprintf(text + p, sizeof text - p, "%s%zu:%zu:", i ? "," : "",
+					      fi->off[i], fi->size[i]);
 			for (size_t b = 0; b < fi->size[i] && b < 8 && p + 3 < sizeof text; b++)
 				p += (size_t)snprintf(text + p, sizeof text - p, "%02x", v[b]);
 		}
@@ -236,8 +234,9 @@ static void release_log(const gmx_shim_cmd_t *info, const fninfo_t *fi, const vo
 	gmx_shim_log("release seq=%llu kind=%s stream=%#lx name=%s grid=%u,%u,%u block=%u,%u,%u "
 		     "shmem=%u params=[%s] bytes=%zu rc=%d",
 		     (unsigned long long)info->seq, kinds[info->kind], (unsigned long)info->stream,
-		     info->name ? info->name : "-", info->grid[0], info->grid[1], info->grid[2], info->block[0],
-		     info->block[1], info->block[2], info->shared_mem, text, info->bytes, (int)r);
+		     info->name ? info->name : "-", info->grid[0], info->grid[1], info->grid[2],
+		     info->block[0], info->block[1], info->block[2], info->shared_mem, text, info->bytes,
+		     (int)r);
 }
 
 void gmx_shim__cmd_log(const gmx_cmd *c, CUresult r)

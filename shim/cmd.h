@@ -15,7 +15,7 @@ typedef struct fninfo {
 	CUfunction f;
 	char *name;
 	uint64_t name_hash; /* gmx_shim_name_hash(name) */
-	int known; /* the parameter layout is known */
+	int known;	    /* the parameter layout is known */
 	size_t n, total;
 	size_t *off, *size;
 } fninfo_t;
@@ -48,9 +48,20 @@ static inline size_t gmx_shim__ptr_hash(const void *p, size_t n)
 	return (size_t)(x >> 32) & (n - 1);
 }
 
+/* The identity last looked up (a loop launches the same kernel again), or NULL. */
+extern GMX_HIDDEN fninfo_t *gmx_shim__fn_last;
+
+/* gmx_shim__fn_lookup past its look at gmx_shim__fn_last: the table, then the driver. */
+fninfo_t *gmx_shim__fn_lookup_slow(CUfunction f, CUresult *err);
+
 /* The cached identity of f, looked up in the driver on first use. NULL with *err set for a
- * handle the driver rejects or when out of memory. */
-fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err);
+ * handle the driver rejects or when out of memory. Inline: a launch of the kernel launched last
+ * (nearly every launch of a loop) makes no call for it. */
+static inline fninfo_t *gmx_shim__fn_lookup(CUfunction f, CUresult *err)
+{
+	fninfo_t *fi = gmx_shim__fn_last;
+	return GMX_LIKELY(fi && fi->f == f) ? fi : gmx_shim__fn_lookup_slow(f, err);
+}
 
 /* Frees every cached identity (no queued command may still point at one). */
 void gmx_shim__fn_clear(void);

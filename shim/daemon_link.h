@@ -107,7 +107,7 @@ typedef struct {
 	CUstream mig_stream;
 } gmx_dlink_t;
 
-extern gmx_dlink_t gmx_dl;
+extern GMX_HIDDEN gmx_dlink_t gmx_dl;
 
 /* Nonzero when the daemon policy is the shim's policy. */
 int gmx_dl_active(void);
@@ -171,7 +171,7 @@ typedef struct {
 	gmx_stamp_scale_t scale; /* the fitted rate (state 2); its max_ticks spans GMX_STAMP_REFIT_NS */
 	int64_t last;		 /* the last stamp given: they never go back */
 } gmx_dl_stamp_t;
-extern gmx_dl_stamp_t gmx_dl_stamp;
+extern GMX_HIDDEN gmx_dl_stamp_t gmx_dl_stamp;
 
 /* gmx_dl_stamp_ns when the fitted TSC cannot serve: looks, anchors, fits, or reads the clock. */
 int64_t gmx_dl_stamp_slow(void);

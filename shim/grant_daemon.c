@@ -149,7 +149,7 @@ int gmx_dl_run_push(void)
 }
 
 /* Nonzero when a batched entry (type, a, seq, x, y) extends the run being gathered. */
-static int run_extends(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+static inline int run_extends(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
 	const gmx_ring_entry_t *r = &gmx_dl.run;
 	if (!gmx_dl.run_n || type != r->type || a != r->a || x != r->x || seq != r->seq + gmx_dl.run_n ||
@@ -161,14 +161,22 @@ static int run_extends(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint
 		   : (int64_t)y >= gmx_dl.run_t0 && (int64_t)y - gmx_dl.run_t0 <= GMX_RUN_SPAN_NS;
 }
 
+/* Extends the run being gathered by the batched entry (type, a, seq, x, y) if it may (1), else
+ * 0 and nothing changes. Inline: most leased releases only extend the run. */
+static inline int run_grow(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
+{
+	if (!run_extends(type, a, seq, x, y))
+		return 0;
+	gmx_dl.run_n++;
+	gmx_dl.run.y = y; /* a run of releases: heard at its last one's time */
+	gmx_dl.n_batched++;
+	return 1;
+}
+
 int gmx_dl_push_batched(uint32_t type, uint32_t a, uint64_t seq, uint64_t x, uint64_t y)
 {
-	if (run_extends(type, a, seq, x, y)) {
-		gmx_dl.run_n++;
-		gmx_dl.run.y = y; /* a run of releases: heard at its last one's time */
-		gmx_dl.n_batched++;
+	if (run_grow(type, a, seq, x, y))
 		return 0;
-	}
 	if (gmx_dl_run_push() != 0 || !gmx_dl_up_room(1))
 		return -1;
 	gmx_ring_entry_t e = {.type = type, .a = a, .seq = seq, .x = x, .y = y};
@@ -325,8 +333,10 @@ static int lease_release(const gmx_shim_cmd_t *cmd, int64_t now, seq_slot_t *ahe
 		}
 		return 0;
 	}
-	if (gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kernel_id(cmd),
-				(uint64_t)now) != 0)
+	/* the run's extension inline; a run begins (or is pushed) in gmx_dl_push_batched */
+	uint64_t kid = kernel_id(cmd);
+	if (!run_grow(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kid, (uint64_t)now) &&
+	    gmx_dl_push_batched(GMX_UP_RELEASED, (uint32_t)cmd->kind, cmd->seq, kid, (uint64_t)now) != 0)
 		return 0;
 	gmx_shim_lease_released(&gmx_dl.lease, cmd->seq);
 	gmx_dl.leased_total++;

@@ -34,7 +34,9 @@ static inline int launch_direct(CUstream s, int ptsz)
 
 /* ---- launches ---- */
 
-#define HOOK_LAUNCH(NAME, PTSZ, KIND)                                                                        \
+/* cuLaunchKernel hands the queue its arguments as they are (gmx_shim_launch_t, 11 words): the
+ * request of every kind (23 words, zeroed first) is built only for a launch that is queued. */
+#define HOOK_LAUNCH_PLAIN(NAME, PTSZ)                                                                        \
 	GMX_EXPORT CUresult CUDAAPI NAME(                                                                    \
 	    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,               \
 	    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,                          \
@@ -44,22 +46,23 @@ static inline int launch_direct(CUstream s, int ptsz)
 		if (GMX_LIKELY(passthrough()) || launch_direct(hStream, PTSZ))                               \
 			return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,        \
 				    sharedMemBytes, hStream, kernelParams, extra);                           \
-		gmx_shim_req_t r = {.kind = KIND,                                                            \
-				    .stream = hStream,                                                       \
-				    .ptsz = PTSZ,                                                            \
-				    .f = f,                                                                  \
-				    .grid = {gridDimX, gridDimY, gridDimZ},                                  \
-				    .block = {blockDimX, blockDimY, blockDimZ},                              \
-				    .shmem = sharedMemBytes,                                                 \
-				    .params = kernelParams,                                                  \
-				    .extra = extra};                                                         \
-		QUEUE_OR_DIRECT(r, hStream, PTSZ,                                                            \
-				real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,       \
-				     sharedMemBytes, hStream, kernelParams, extra));                         \
+		gmx_shim_launch_t l = {.f = f,                                                               \
+				       .grid = {gridDimX, gridDimY, gridDimZ},                               \
+				       .block = {blockDimX, blockDimY, blockDimZ},                           \
+				       .shmem = sharedMemBytes,                                              \
+				       .stream = hStream,                                                    \
+				       .params = kernelParams,                                               \
+				       .extra = extra};                                                      \
+		CUresult rc = gmx_shim_enqueue_launch(&l, PTSZ);                                             \
+		if (rc != GMX_SHIM_DIRECT)                                                                   \
+			return rc;                                                                           \
+		hStream = gmx_shim_stream_barrier(hStream, PTSZ);                                            \
+		return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,                \
+			    sharedMemBytes, hStream, kernelParams, extra);                                   \
 	}
 
-HOOK_LAUNCH(cuLaunchKernel, 0, GMX_CMD_LAUNCH)
-HOOK_LAUNCH(cuLaunchKernel_ptsz, 1, GMX_CMD_LAUNCH)
+HOOK_LAUNCH_PLAIN(cuLaunchKernel, 0)
+HOOK_LAUNCH_PLAIN(cuLaunchKernel_ptsz, 1)
 
 #define HOOK_LAUNCH_COOP(NAME, PTSZ)                                                                         \
 	GMX_EXPORT CUresult CUDAAPI NAME(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,         \

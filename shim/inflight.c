@@ -18,13 +18,6 @@
 static void retire_oldest(gmx_sq *q, CUresult r);
 static void retire_all(gmx_sq *q, CUresult r);
 
-/* Nonzero when q's in-flight commands are tracked lazily (gmx_q_mark_tail): an application stream or
- * the shim's per-thread one, whose handle names the same stream whatever the current context. */
-static int lazy_tracked(const gmx_sq *q)
-{
-	return q->kind != SQ_LEGACY;
-}
-
 /* A completion event of q's context: a spare one, or a new one (NULL if the driver refuses). */
 static CUevent event_get(gmx_sq *q)
 {
@@ -94,27 +87,18 @@ void gmx_q_mark_tail(gmx_sq *q, int known_busy)
 	}
 }
 
-/* Books command seq, just released onto q, as in flight: lazily (no event) on an application
- * stream, else with an event recorded after it. 1 if tracked, 0 if it could not be. Lock held. */
-int gmx_q_track(gmx_sq *q, uint64_t seq)
+int gmx_q_track_event(gmx_sq *q, uint64_t seq)
 {
-	CUevent e = NULL;
-	if (!lazy_tracked(q)) {
-		__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
-		e = event_get(q);
-		if (!e)
-			return 0;
-		if (!rec || rec(e, q->real) != CUDA_SUCCESS) {
-			event_put(q, e);
-			return 0;
-		}
-		gmx_q.events_recorded++;
+	__typeof__(&cuEventRecord) rec = GMX_REAL(cuEventRecord);
+	CUevent e = event_get(q);
+	if (!e)
+		return 0;
+	if (!rec || rec(e, q->real) != CUDA_SUCCESS) {
+		event_put(q, e);
+		return 0;
 	}
-	unsigned at = (unsigned)(q->rhead + q->rlen) & gmx_q.ring_mask;
-	q->ring[at] = e;
-	q->ring_seq[at] = seq;
-	q->rlen++;
-	gmx_q.inflight++;
+	gmx_q.events_recorded++;
+	gmx_q_track_as(q, seq, e);
 	return 1;
 }
 

@@ -36,15 +36,6 @@ void gmx_q_ev_remove(CUevent e)
 
 /* ---- queues ---- */
 
-CUcontext gmx_q_current_ctx(void)
-{
-	CUcontext c = NULL;
-	__typeof__(&cuCtxGetCurrent) get = GMX_REAL(cuCtxGetCurrent);
-	if (get)
-		get(&c);
-	return c;
-}
-
 int gmx_q_is_legacy(CUstream s, int ptsz)
 {
 	return s == CU_STREAM_LEGACY || (s == NULL && !ptsz);

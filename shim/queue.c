@@ -87,10 +87,23 @@ static int host_deferrable(const void *p)
 	return pga && pga(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS;
 }
 
+/* After a launch went the leased path straight: the dispatcher (it polls completions for the
+ * policy) is to be woken once out of the lock when it sleeps with work in flight. */
+static int leased_wake(void)
+{
+	int signal = gmx_q.disp_idle && gmx_q.inflight > 0;
+	if (signal) { /* one wake-up: it clears disp_idle itself only once it has the lock */
+		gmx_q.disp_wakes++;
+		gmx_q.disp_idle = 0;
+	}
+	return signal;
+}
+
 /* gmx_shim_enqueue inside the queue lock (the mutex, or the bias), which it never leaves.
  * *signal: the dispatcher is to be woken once out of it; *leased: the launch went the leased
- * path straight. */
-static CUresult enqueue_in(const gmx_shim_req_t *req, int *signal, int *leased)
+ * path straight; lease_tried: gmx_shim_enqueue_launch asked the policy for it already (and was
+ * told to queue it), so it is not asked again here. */
+static CUresult enqueue_in(const gmx_shim_req_t *req, int *signal, int *leased, int lease_tried)
 {
 	CUstream s = req->kind == GMX_CMD_LAUNCH_EX ? req->cfg->hStream : req->stream;
 	gmx_sq *q = gmx_q_sq_find(s, req->ptsz, 1);
@@ -111,15 +124,10 @@ static CUresult enqueue_in(const gmx_shim_req_t *req, int *signal, int *leased)
 	}
 	if (gmx_shim_policy->lease_release && gmx_q.queued != 0) {
 		gmx_q.div_behind += gmx_q_is_launch(req->kind); /* behind queued commands: ring order */
-	} else if (gmx_shim_policy->lease_release) {
+	} else if (gmx_shim_policy->lease_release && !lease_tried) {
 		CUresult r = gmx_q_leased_straight(req, s, q);
 		if (r != GMX_SHIM_DIRECT) {
-			/* it polls completions for the policy; woken once out of the lock */
-			*signal = gmx_q.disp_idle && gmx_q.inflight > 0;
-			if (*signal) { /* one wake-up: it clears disp_idle itself only once it has the lock */
-				gmx_q.disp_wakes++;
-				gmx_q.disp_idle = 0;
-			}
+			*signal = leased_wake();
 			*leased = 1;
 			return r;
 		}
@@ -225,6 +233,33 @@ static CUresult enqueue_in(const gmx_shim_req_t *req, int *signal, int *leased)
 	return CUDA_SUCCESS;
 }
 
+/* Enters the queue lock for an enqueue: 1 through the bias (the thread holding it launched under
+ * the lease GMX_QBIAS_STREAK times in a row, no other thread taking the lock between: no mutex),
+ * else 0 with the mutex taken. */
+static inline int enqueue_enter(void)
+{
+	int biased = gmx_qbias_enter(&gmx_q.bias, &tl_qbias);
+	if (!biased)
+		gmx_q_lock();
+	return biased;
+}
+
+/* Leaves what enqueue_enter entered (a leased launch under the mutex counts towards the bias),
+ * then wakes the dispatcher if signal. */
+static inline void enqueue_exit(int biased, int leased, int signal)
+{
+	if (biased) {
+		gmx_q.biased++;
+		gmx_qbias_exit(&tl_qbias);
+	} else {
+		if (leased)
+			gmx_qbias_note(&gmx_q.bias, &tl_qbias);
+		pthread_mutex_unlock(&gmx_q.lock);
+	}
+	if (signal)
+		pthread_cond_signal(&gmx_q.cv_work);
+}
+
 CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 {
 	ensure_init();
@@ -239,23 +274,56 @@ CUresult gmx_shim_enqueue(const gmx_shim_req_t *req)
 
 	if (gmx_shim_policy->prepare) /* never under the lock: it may block this thread */
 		gmx_shim_policy->prepare(gmx_shim_policy->self);
-	/* The thread holding the lock's bias (it launched under the lease GMX_QBIAS_STREAK times in a
-	 * row, no other thread taking the lock between) enters without the mutex. */
-	int biased = gmx_qbias_enter(&gmx_q.bias, &tl_qbias);
-	if (!biased)
-		gmx_q_lock();
+	int biased = enqueue_enter();
 	int signal = 0, leased = 0;
-	CUresult r = enqueue_in(req, &signal, &leased);
-	if (biased) {
-		gmx_q.biased++;
-		gmx_qbias_exit(&tl_qbias);
-	} else {
-		if (leased)
-			gmx_qbias_note(&gmx_q.bias, &tl_qbias);
-		pthread_mutex_unlock(&gmx_q.lock);
+	CUresult r = enqueue_in(req, &signal, &leased, 0);
+	enqueue_exit(biased, leased, signal);
+	return r;
+}
+
+/* The request gmx_shim_enqueue takes for the launch l. */
+static gmx_shim_req_t launch_req(const gmx_shim_launch_t *l, int ptsz)
+{
+	return (gmx_shim_req_t){.kind = GMX_CMD_LAUNCH,
+				.stream = l->stream,
+				.ptsz = ptsz,
+				.f = l->f,
+				.grid = {l->grid[0], l->grid[1], l->grid[2]},
+				.block = {l->block[0], l->block[1], l->block[2]},
+				.shmem = l->shmem,
+				.params = l->params,
+				.extra = l->extra};
+}
+
+CUresult gmx_shim_enqueue_launch(const gmx_shim_launch_t *l, int ptsz)
+{
+	ensure_init();
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	if (!p->lease_release || gmx_shim_direct.untracked) { /* no lease: enqueue_in's way */
+		gmx_shim_req_t req = launch_req(l, ptsz);
+		return gmx_shim_enqueue(&req);
 	}
-	if (signal)
-		pthread_cond_signal(&gmx_q.cv_work);
+	if (p->prepare) /* never under the lock: it may block this thread */
+		p->prepare(p->self);
+	int biased = enqueue_enter();
+	int signal = 0, leased = 0, tried = 0;
+	CUresult r = GMX_SHIM_DIRECT;
+	/* What enqueue_in does first for a launch under a leasing policy, with nothing queued: the
+	 * stream's queue, then the leased path (a queue it cannot find is enqueue_in's to report). */
+	gmx_sq *q = gmx_q.queued == 0 ? gmx_q_sq_find(l->stream, ptsz, 1) : NULL;
+	if (q) {
+		tried = 1;
+		r = gmx_q_leased_launch(l, q);
+		if (r != GMX_SHIM_DIRECT) {
+			signal = leased_wake();
+			leased = 1;
+		}
+	}
+	if (!leased) {
+		gmx_shim_req_t req = launch_req(l, ptsz);
+		r = enqueue_in(&req, &signal, &leased, tried);
+	}
+	enqueue_exit(biased, leased, signal);
 	return r;
 }
 

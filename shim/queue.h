@@ -33,12 +33,25 @@ typedef struct {
 	int with_flags;
 } gmx_shim_req_t;
 
+/* A cuLaunchKernel's arguments as the application passed them (gmx_shim_enqueue_launch). */
+typedef struct {
+	CUfunction f;
+	unsigned grid[3], block[3], shmem;
+	CUstream stream;
+	void **params, **extra;
+} gmx_shim_launch_t;
+
 /* Result meaning "the queue cannot take this command; call the driver after a barrier". */
 #define GMX_SHIM_DIRECT ((CUresult)-1)
 
 /* Queues a command in its stream's FIFO (releasing it at once when granted); returns
  * CUDA_SUCCESS, a driver error for a bad handle, or GMX_SHIM_DIRECT. */
 CUresult gmx_shim_enqueue(const gmx_shim_req_t *req);
+
+/* gmx_shim_enqueue for a cuLaunchKernel (ptsz: its _ptsz form), the same result: under a leasing
+ * policy with nothing queued the launch goes to the driver from l itself, and the request the
+ * queue keeps is built only when it is queued after all. */
+CUresult gmx_shim_enqueue_launch(const gmx_shim_launch_t *l, int ptsz);
 
 /* Nonzero when a launch on stream s may go straight to the driver, unqueued and without the
  * queue lock: the policy never holds (queue), nothing is queued anywhere in the process (so no
@@ -61,7 +74,7 @@ typedef struct {
 	int untracked; /* the policy never holds (gmx_grant_never_holds): nothing is tracked in flight;
 			  written once, by the queue's set-up (0 before: the queue) */
 } gmx_shim_direct_t;
-extern gmx_shim_direct_t gmx_shim_direct;
+extern GMX_HIDDEN gmx_shim_direct_t gmx_shim_direct;
 
 /* 0 when gmx_shim_launch_direct would say 0 for any stream (no capture under way and a policy
  * that may hold), read inline: a launch's hook then builds its request without a call that its

@@ -127,7 +127,7 @@ static inline int gmx_q_is_launch(gmx_cmd_kind_t kind)
 }
 
 /* The queues' state (queue.c defines it). */
-extern gmx_qstate_t gmx_q;
+extern GMX_HIDDEN gmx_qstate_t gmx_q;
 
 /* Initial-exec TLS: a few bytes of the static TLS block, read without a __tls_get_addr call on
  * every launch (glibc keeps surplus static TLS for libraries loaded by dlopen, as this one may be). */
@@ -160,8 +160,16 @@ static inline void gmx_q_relocked(void)
 evinfo_t *gmx_q_ev_lookup(CUevent e, int create);
 /* Drops the event's record from the table. */
 void gmx_q_ev_remove(CUevent e);
-/* The calling thread's current context (NULL if none). No lock needed. */
-CUcontext gmx_q_current_ctx(void);
+/* The calling thread's current context (NULL if none), as the driver says. No lock needed.
+ * Inline: every leased launch asks it. */
+static inline CUcontext gmx_q_current_ctx(void)
+{
+	CUcontext c = NULL;
+	__typeof__(&cuCtxGetCurrent) get = GMX_REAL(cuCtxGetCurrent);
+	if (get)
+		get(&c);
+	return c;
+}
 /* Nonzero if (s, ptsz) names the legacy default stream. No lock needed. */
 int gmx_q_is_legacy(CUstream s, int ptsz);
 /* Nonzero if (s, ptsz) names the per-thread default stream. No lock needed. */
@@ -177,8 +185,28 @@ int gmx_q_tail_unmarked(const gmx_sq *q);
 /* Before a release onto q: gives q's unmarked newest in-flight command a completion event, or
  * retires q's in-flight work if the stream's query (skipped when known_busy) finds it done. */
 void gmx_q_mark_tail(gmx_sq *q, int known_busy);
-/* Books seq, just released onto q, as in flight; 1 if tracked, 0 if it could not be. */
-int gmx_q_track(gmx_sq *q, uint64_t seq);
+/* Books seq, just released onto q, as in flight with completion event e (NULL: none). */
+static inline void gmx_q_track_as(gmx_sq *q, uint64_t seq, CUevent e)
+{
+	unsigned at = (unsigned)(q->rhead + q->rlen) & gmx_q.ring_mask;
+	q->ring[at] = e;
+	q->ring_seq[at] = seq;
+	q->rlen++;
+	gmx_q.inflight++;
+}
+/* gmx_q_track on the legacy stream: with an event recorded after seq; 1, or 0 if none could be. */
+int gmx_q_track_event(gmx_sq *q, uint64_t seq);
+/* Books seq, just released onto q, as in flight: lazily (no event) on an application stream or
+ * the shim's per-thread one (whose handle names the same stream whatever the current context;
+ * gmx_q_mark_tail), else with an event recorded after it. 1 if tracked, 0 if it could not be.
+ * Inline: every leased launch books its command. */
+static inline int gmx_q_track(gmx_sq *q, uint64_t seq)
+{
+	if (q->kind == SQ_LEGACY)
+		return gmx_q_track_event(q, seq);
+	gmx_q_track_as(q, seq, NULL);
+	return 1;
+}
 /* Retires every completed in-flight command of every queue, telling the policy. */
 void gmx_q_reap(void);
 /* If q's unmarked in-flight work is complete (the stream's query): retires it, the first
@@ -224,5 +252,8 @@ int gmx_q_event_released(const void *x);
 /* A launch released under the policy's lease straight from the caller's arguments; the
  * driver's result, or GMX_SHIM_DIRECT when it must be queued instead. */
 CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q);
+/* gmx_q_leased_straight for a cuLaunchKernel from its arguments (gmx_shim_enqueue_launch): the
+ * same checks, decision and booking, the driver called with l's own arguments onto q's stream. */
+CUresult gmx_q_leased_launch(const gmx_shim_launch_t *l, gmx_sq *q);
 
 #endif

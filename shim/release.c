@@ -371,49 +371,56 @@ gmx_cmd *gmx_q_cmd_alloc(void)
 	return calloc(1, sizeof *c);
 }
 
-/* A launch on stream s (queue q) released under the policy's lease straight from the caller's
- * arguments: nothing of the process is queued, so no ordering rule can hold it, and nothing is
- * copied. Completions the lease's bound waits for are reaped here first. The driver's result,
- * or GMX_SHIM_DIRECT when it must be queued (not a launch, another context, the in-flight bound,
- * no lease or its bound). Lock held. */
-CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
+/* The checks before a leased launch of f asks the policy: room in the in-flight rings, the
+ * stream's context current, no extra buffer to log. f's kernel identity, or NULL with *err:
+ * GMX_SHIM_DIRECT (queue it instead) or the driver's error for a bad handle. Lock held. */
+static inline fninfo_t *leased_fn(CUfunction f, void **extra, const gmx_sq *q, CUresult *err)
 {
-	if (!gmx_q_is_launch(req->kind))
-		return GMX_SHIM_DIRECT;
+	*err = GMX_SHIM_DIRECT;
 	/* The lease bounds what goes under it; the rings hold ring_cap (GMX_SHIM_LEASED_MAX or more). */
 	if (gmx_q.inflight >= gmx_q.ring_cap)
 		gmx_q_reap();
 	if (gmx_q.inflight >= gmx_q.ring_cap) {
 		gmx_q.div_running++;
-		return GMX_SHIM_DIRECT;
+		return NULL;
 	}
 	if (q->ctx != gmx_q_current_ctx()) {
 		gmx_q.div_other++;
-		return GMX_SHIM_DIRECT;
+		return NULL;
 	}
-	if (gmx_shim_log_fd >= 0 && req->extra) {
+	if (gmx_shim_log_fd >= 0 && extra) {
 		gmx_q.div_other++;
-		return GMX_SHIM_DIRECT; /* its log line shows the copy of the extra buffer */
+		return NULL; /* its log line shows the copy of the extra buffer */
 	}
-	CUresult err = CUDA_SUCCESS;
-	fninfo_t *fi = gmx_shim__fn_lookup(req->f, &err);
-	if (!fi)
-		return err; /* a handle the driver rejects, reported as the queue would */
-	gmx_shim_cmd_t info = {.kind = req->kind,
-			       .seq = gmx_q.seq + 1,
-			       .stream = (uintptr_t)s,
-			       .name = fi->name,
-			       .name_hash = fi->name_hash};
-	if (req->kind == GMX_CMD_LAUNCH_EX) {
-		const CUlaunchConfig *cf = req->cfg;
-		info.grid[0] = cf->gridDimX, info.grid[1] = cf->gridDimY, info.grid[2] = cf->gridDimZ;
-		info.block[0] = cf->blockDimX, info.block[1] = cf->blockDimY, info.block[2] = cf->blockDimZ;
-		info.shared_mem = cf->sharedMemBytes;
-	} else {
-		memcpy(info.grid, req->grid, sizeof info.grid);
-		memcpy(info.block, req->block, sizeof info.block);
-		info.shared_mem = req->shmem;
-	}
+	*err = CUDA_SUCCESS;
+	return gmx_shim__fn_lookup(f, err); /* a handle the driver rejects, reported as the queue would */
+}
+
+/* The command info of a launch of fi on stream s (seq: the next), every field written (no
+ * zeroing pass over it first). */
+static inline gmx_shim_cmd_t leased_info(gmx_cmd_kind_t kind, uintptr_t s, const fninfo_t *fi,
+					 const unsigned grid[3], const unsigned block[3], unsigned shmem)
+{
+	return (gmx_shim_cmd_t){.kind = kind,
+				.seq = gmx_q.seq + 1,
+				.stream = s,
+				.name = fi->name,
+				.name_hash = fi->name_hash,
+				.grid = {grid[0], grid[1], grid[2]},
+				.block = {block[0], block[1], block[2]},
+				.shared_mem = shmem,
+				.nparams = 0,
+				.param_offset = NULL,
+				.param_size = NULL,
+				.param_data = NULL,
+				.bytes = 0};
+}
+
+/* The policy's decision for the leased launch info onto q: 1 when it goes now (counted as
+ * released under the lease), 0 when it must be queued instead (the reason counted). Completions
+ * the lease's bound waits for are reaped first. Lock held. */
+static inline int leased_decide(gmx_sq *q, const gmx_shim_cmd_t *info)
+{
 	const gmx_grant_ops_t *p = gmx_shim_policy;
 	uint64_t done[GMX_DONE_BATCH];
 	unsigned nd = 0, room = 0;
@@ -427,7 +434,7 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 			gmx_q_reap();
 		looked = 1;
 	}
-	int d = p->lease_release(p->self, &info, done, nd, &room);
+	int d = p->lease_release(p->self, info, done, nd, &room);
 	if (d == GMX_GRANT_HELD && gmx_q.inflight > 0 && (!looked || nd == 0)) {
 		/* The bound waits for a completion not yet seen (a bound narrowed meanwhile, or the work
 		 * was still running when asked first): the stream is asked again. */
@@ -435,44 +442,104 @@ CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
 		nd = gmx_q_collect_idle(q, done);
 		if (nd == 0)
 			gmx_q_reap();
-		d = p->lease_release(p->self, &info, done, nd, &room);
+		d = p->lease_release(p->self, info, done, nd, &room);
 	}
 	for (int i = 0; d == GMX_GRANT_FULL && i < GMX_FULL_YIELDS; i++) {
 		/* The scheduler was told to read what this process reported: a moment for it (as a
 		 * driver whose push buffer is full waits for the GPU), rather than the queue. */
 		gmx_q.full_yields++;
 		sched_yield();
-		d = p->lease_release(p->self, &info, NULL, 0, &room);
+		d = p->lease_release(p->self, info, NULL, 0, &room);
 	}
 	gmx_q.lease_full = d == GMX_GRANT_LEASED && room == 0;
-	if (d != GMX_GRANT_LEASED) {
-		if (d == GMX_GRANT_FULL)
-			gmx_q.div_ring_full++;
-		else if (d == GMX_GRANT_QUEUE)
-			gmx_q.div_unleased++;
-		else if (gmx_q.inflight > 0)
-			gmx_q.div_running++;
-		else
-			gmx_q.div_other++;
-		return GMX_SHIM_DIRECT;
-	}
+	if (d == GMX_GRANT_LEASED)
+		return 1;
+	if (d == GMX_GRANT_FULL)
+		gmx_q.div_ring_full++;
+	else if (d == GMX_GRANT_QUEUE)
+		gmx_q.div_unleased++;
+	else if (gmx_q.inflight > 0)
+		gmx_q.div_running++;
+	else
+		gmx_q.div_other++;
+	return 0;
+}
+
+/* Before the driver gets a launch the policy leased onto q: its seq taken, the dispatcher
+ * running (it looks for completions and hands the batches over). Work seen still running at the
+ * last look (a pipeline): what this one follows is marked, so each completion is seen as it
+ * happens; short kernels are left unmarked: the next query finds them all complete at once.
+ * Lock held. */
+static inline void leased_go(gmx_sq *q)
+{
 	gmx_q.seq++;
-	if (!gmx_q.dispatcher) /* it looks for completions and hands the batches over */
+	if (!gmx_q.dispatcher)
 		gmx_q_ensure_dispatcher();
-	/* Work seen still running at the last look (a pipeline): mark what this one follows, so
-	 * each completion is seen as it happens. Short kernels are left unmarked: the next query
-	 * finds them all complete at once. */
 	if (q->busy)
 		gmx_q_mark_tail(q, 0);
-	CUresult r = gmx_shim__req_call_driver(req, q->real);
-	int tracked = r == CUDA_SUCCESS && gmx_q_track(q, info.seq);
+}
+
+/* After the driver's answer r for the leased launch info (kernel fi, parameters params): booked
+ * in flight on q, counted, logged, and the policy told. r. Lock held. */
+static inline CUresult leased_done(gmx_sq *q, const gmx_shim_cmd_t *info, const fninfo_t *fi, void **params,
+				   CUresult r)
+{
+	const gmx_grant_ops_t *p = gmx_shim_policy;
+	int tracked = r == CUDA_SUCCESS && gmx_q_track(q, info->seq);
 	/* read by a polling dispatcher without the lock */
 	__atomic_store_n(&gmx_q.released_leased, gmx_q.released_leased + 1, __ATOMIC_RELAXED);
 	if (gmx_shim_log_fd >= 0) /* looked at here: a call on every leased launch otherwise */
-		gmx_shim__req_log(&info, fi, req->params, r);
+		gmx_shim__req_log(info, fi, params, r);
 	if (p->released)
-		p->released(p->self, &info);
+		p->released(p->self, info);
 	if (!tracked && p->completed)
-		p->completed(p->self, info.seq);
+		p->completed(p->self, info->seq);
 	return r;
+}
+
+/* A launch on stream s (queue q) released under the policy's lease straight from the caller's
+ * arguments: nothing of the process is queued, so no ordering rule can hold it, and nothing is
+ * copied. Completions the lease's bound waits for are reaped here first. The driver's result,
+ * or GMX_SHIM_DIRECT when it must be queued (not a launch, another context, the in-flight bound,
+ * no lease or its bound). Lock held. */
+CUresult gmx_q_leased_straight(const gmx_shim_req_t *req, CUstream s, gmx_sq *q)
+{
+	if (!gmx_q_is_launch(req->kind))
+		return GMX_SHIM_DIRECT;
+	CUresult err;
+	const fninfo_t *fi = leased_fn(req->f, req->extra, q, &err);
+	if (!fi)
+		return err;
+	gmx_shim_cmd_t info;
+	if (req->kind == GMX_CMD_LAUNCH_EX) {
+		const CUlaunchConfig *cf = req->cfg;
+		const unsigned grid[3] = {cf->gridDimX, cf->gridDimY, cf->gridDimZ};
+		const unsigned block[3] = {cf->blockDimX, cf->blockDimY, cf->blockDimZ};
+		info = leased_info(req->kind, (uintptr_t)s, fi, grid, block, cf->sharedMemBytes);
+	} else {
+		info = leased_info(req->kind, (uintptr_t)s, fi, req->grid, req->block, req->shmem);
+	}
+	if (!leased_decide(q, &info))
+		return GMX_SHIM_DIRECT;
+	leased_go(q);
+	return leased_done(q, &info, fi, req->params, gmx_shim__req_call_driver(req, q->real));
+}
+
+CUresult gmx_q_leased_launch(const gmx_shim_launch_t *l, gmx_sq *q)
+{
+	CUresult err;
+	const fninfo_t *fi = leased_fn(l->f, l->extra, q, &err);
+	if (!fi)
+		return err;
+	const gmx_shim_cmd_t info =
+	    leased_info(GMX_CMD_LAUNCH, (uintptr_t)l->stream, fi, l->grid, l->block, l->shmem);
+	if (!leased_decide(q, &info))
+		return GMX_SHIM_DIRECT;
+	leased_go(q);
+	__typeof__(&cuLaunchKernel) launch = GMX_REAL(cuLaunchKernel);
+	CUresult r = GMX_LIKELY(launch != NULL)
+			 ? launch(l->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+				  l->block[2], l->shmem, q->real, l->params, l->extra)
+			 : gmx_shim_missing(GMX_SYM_cuLaunchKernel);
+	return leased_done(q, &info, fi, l->params, r);
 }

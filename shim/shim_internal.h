@@ -25,9 +25,9 @@
 #define GMX_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GMX_LIKELY(x) __builtin_expect(!!(x), 1)
 
-extern const char *const gmx_shim_sym_names[GMX_SYM_COUNT];
-extern void *gmx_shim_tbl[GMX_SYM_COUNT];
-extern int gmx_shim_loaded;
+extern GMX_HIDDEN const char *const gmx_shim_sym_names[GMX_SYM_COUNT];
+extern GMX_HIDDEN void *gmx_shim_tbl[GMX_SYM_COUNT];
+extern GMX_HIDDEN int gmx_shim_loaded;
 
 /* Loads the real driver and resolves every symbol once; safe to call from any thread. */
 void gmx_shim_load(void);
@@ -90,13 +90,13 @@ void gmx_shim_integrity_atfork_prepare(void);
 void gmx_shim_integrity_atfork_release(void); /* parent and child alike */
 
 /* The grant policy chosen from the environment at load (never NULL after gmx_shim_load). */
-extern const gmx_grant_ops_t *gmx_shim_policy;
+extern GMX_HIDDEN const gmx_grant_ops_t *gmx_shim_policy;
 
 /* The daemon grant policy (shim/grant_daemon.c): talks to gpumuxd, pass-through without it. */
 const gmx_grant_ops_t *gmx_grant_daemon(void);
 
 /* Writes one line to the shim's log (GPUMUX_SHIM_LOG), if enabled. */
 void gmx_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-extern int gmx_shim_log_fd;
+extern GMX_HIDDEN int gmx_shim_log_fd;
 
 #endif

@@ -70,6 +70,15 @@ lease_revoke)
     worst=$(lp_starts_while_hp_waits)
     echo "at most $worst low-priority kernels started while a high-priority kernel waited (bound 1)"
     [ "$worst" -le 1 ] || fail "$worst low-priority kernels started while a high-priority kernel waited (bound 1)"
+    # Each of the 300 launches asked the leased path once, on the way in: released under the
+    # lease or sent to the queue for one reason (the bound, the revoke, commands queued before
+    # it), never both or twice (a launch the lease did not take is queued, not asked again).
+    line=$(grep -h 'queue released' "$R/lp.shim")
+    echo "lp: $line"
+    num() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" <<<"$line"; }
+    ways=$(($(num leased_straight) + $(num diverted_running) + $(num diverted_ring_full) + $(num diverted_behind) +
+        $(num diverted_unleased) + $(num diverted_other)))
+    [ "$ways" = 300 ] || fail "the low-priority client's 300 launches were counted $ways times on the leased path's ways (expected each once)"
     ;;
 lease_deep)
     # The time-sized lease (docs/daemon.md, "Leases"): a client alone whose kernels are short
