@@ -5,7 +5,8 @@
 #   1. high-priority p99 request latency with a saturating low-priority neighbour, divided by
 #      the same client alone: under gpumux (daemon, policy $POLICY) and without it (the
 #      stand-in's default time slicing between processes); notice-to-grant in the daemon;
-#   2. a high-priority client alone (1 kernel per request, 1 ms apart), with and without gpumux,
+#   2. a high-priority client alone (1 kernel per request, 1 ms apart, NALONE requests: 1,000, so
+#      that its p99 is the 10th slowest rather than one of 3), with and without gpumux,
 #      at kernel lengths 5, 50 and 500 µs: launch-to-end latency p50/p99, the overhead in % and
 #      the µs added per kernel (medians over REPS pairs of runs);
 #   3. the maximum launch rate of one client (zero-length kernels, a sync every 64, RATE_MS of
@@ -61,9 +62,9 @@ cleanup() {
 trap cleanup EXIT
 export GPUMUX_REAL_LIBCUDA=$B/standin/libcuda.so.1 GPUMUX_STANDIN_FAST=1
 if [ "${QUICK:-0}" = 1 ]; then
-    NREQ=100 REPS=3 RATE_MS=150 CPU_MS=300 RATE_REPS=5
+    NREQ=100 NALONE=300 REPS=3 RATE_MS=150 CPU_MS=300 RATE_REPS=5
 else
-    NREQ=300 REPS=5 RATE_MS=300 CPU_MS=1000 RATE_REPS=9
+    NREQ=300 NALONE=1000 REPS=5 RATE_MS=300 CPU_MS=1000 RATE_REPS=9
 fi
 HP="--kernels hp:200 --count $NREQ --gap-us 1000"
 LP="--kernels lpa:500,lpb:600 --count 100000 --sync-every 32"
@@ -139,7 +140,7 @@ read -r gs50 gs99 < <(run gpumux 1 gshared)
 declare -A hb50 hb99 hg50 hg99 op50 op99 add50
 for r in $(seq "$REPS"); do
     for k in 5 50 500; do
-        a="--kernels hp:$k --count $NREQ --gap-us 1000"
+        a="--kernels hp:$k --count $NALONE --gap-us 1000"
         if [ $((r % 2)) = 1 ]; then # bare first in odd rounds, gpumux first in even ones
             read -r b50 b99 < <(run direct 0 "hpb$k-$r" "$a")
             read -r g50 g99 < <(run gpumux 0 "hpg$k-$r" "$a")
