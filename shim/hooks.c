@@ -22,15 +22,19 @@ static inline int launch_direct(CUstream s, int ptsz)
 	return gmx_shim_maybe_direct() && gmx_shim_launch_direct(s, ptsz);
 }
 
-/* Queues req; falls back to a barrier + direct call when the queue cannot take it. */
-#define QUEUE_OR_DIRECT(req, stream_var, ptsz, direct_call)                                                  \
+/* Returns what enqueue (an expression giving the queue's answer) says, or, when the queue
+ * cannot take the command, calls the driver (direct_call) after the barrier on stream_var. */
+#define ENQUEUED_OR_DIRECT(enqueue, stream_var, ptsz, direct_call)                                           \
 	do {                                                                                                 \
-		CUresult rc_ = gmx_shim_enqueue(&(req));                                                     \
+		CUresult rc_ = (enqueue);                                                                    \
 		if (rc_ != GMX_SHIM_DIRECT)                                                                  \
 			return rc_;                                                                          \
 		stream_var = gmx_shim_stream_barrier(stream_var, ptsz);                                      \
 		return direct_call;                                                                          \
 	} while (0)
+/* Queues req; falls back to a barrier + direct call when the queue cannot take it. */
+#define QUEUE_OR_DIRECT(req, stream_var, ptsz, direct_call)                                                  \
+	ENQUEUED_OR_DIRECT(gmx_shim_enqueue(&(req)), stream_var, ptsz, direct_call)
 
 /* ---- launches ---- */
 
@@ -53,12 +57,9 @@ static inline int launch_direct(CUstream s, int ptsz)
 				       .stream = hStream,                                                    \
 				       .params = kernelParams,                                               \
 				       .extra = extra};                                                      \
-		CUresult rc = gmx_shim_enqueue_launch(&l, PTSZ);                                             \
-		if (rc != GMX_SHIM_DIRECT)                                                                   \
-			return rc;                                                                           \
-		hStream = gmx_shim_stream_barrier(hStream, PTSZ);                                            \
-		return real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,                \
-			    sharedMemBytes, hStream, kernelParams, extra);                                   \
+		ENQUEUED_OR_DIRECT(gmx_shim_enqueue_launch(&l, PTSZ), hStream, PTSZ,                         \
+				   real(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,    \
+					sharedMemBytes, hStream, kernelParams, extra));                      \
 	}
 
 HOOK_LAUNCH_PLAIN(cuLaunchKernel, 0)
